@@ -1,0 +1,3 @@
+module github.com/pinfer/pinfer
+
+go 1.26
