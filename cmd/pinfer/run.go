@@ -1,0 +1,98 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"runtime"
+
+	"github.com/pinfer/pinfer/engine"
+	"github.com/pinfer/pinfer/models"
+	"github.com/pinfer/pinfer/sample"
+	"github.com/spf13/cobra"
+)
+
+// modelFlags are shared by the commands that load a model.
+type modelFlags struct {
+	model, graph string
+	threads      int
+}
+
+func (f *modelFlags) add(c *cobra.Command) {
+	c.Flags().StringVarP(&f.model, "model", "m", "", "GGUF model file (default: the built-in Shakespeare model)")
+	c.Flags().StringVarP(&f.graph, "graph", "g", "", "TOML graph file (default: the built-in graph matching the model)")
+	c.Flags().IntVarP(&f.threads, "threads", "t", runtime.NumCPU(), "CPU threads")
+}
+
+func (f *modelFlags) load() (*engine.Model, error) {
+	path := f.model
+	if path == "" {
+		var err error
+		if path, err = models.DefaultModelPath(); err != nil {
+			return nil, err
+		}
+	}
+	return engine.Load(path, f.graph)
+}
+
+func runCmd() *cobra.Command {
+	var mf modelFlags
+	var prompt, file string
+	var n, nctx, topLogits int
+	var asJSON bool
+	sp := sample.Defaults()
+	c := &cobra.Command{
+		Use:   "run",
+		Short: "Generate text from a prompt",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if file != "" {
+				b, err := os.ReadFile(file)
+				if err != nil {
+					return err
+				}
+				prompt = string(b)
+			}
+			m, err := mf.load()
+			if err != nil {
+				return err
+			}
+			defer m.Close()
+			opt := engine.Options{Prompt: prompt, N: n, Ctx: nctx, Threads: mf.threads, Sample: sp, TopLogits: topLogits}
+			if !asJSON {
+				fmt.Print(prompt)
+				opt.OnText = func(s string) { fmt.Print(s) }
+			}
+			res, err := m.Generate(opt)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				enc := json.NewEncoder(os.Stdout)
+				enc.SetIndent("", "  ")
+				return enc.Encode(res)
+			}
+			t := res.Timings
+			fmt.Fprintf(os.Stderr, "\n\nload time   = %10.2f ms\n", t.LoadMs)
+			fmt.Fprintf(os.Stderr, "prompt eval = %10.2f ms / %4d tokens (%8.2f ms per token, %8.2f tokens per second)\n", t.PromptMs, t.PromptN, t.PromptPerToken, t.PromptPerSecond)
+			fmt.Fprintf(os.Stderr, "eval        = %10.2f ms / %4d tokens (%8.2f ms per token, %8.2f tokens per second)\n", t.EvalMs, t.EvalN, t.EvalPerToken, t.EvalPerSecond)
+			return nil
+		},
+	}
+	mf.add(c)
+	fl := c.Flags()
+	fl.StringVarP(&prompt, "prompt", "p", "", "prompt text")
+	fl.StringVarP(&file, "file", "f", "", "read the prompt from a file")
+	fl.IntVarP(&n, "n-predict", "n", 128, "tokens to generate (-1: until end of text or a full context)")
+	fl.IntVarP(&nctx, "ctx-size", "c", 0, "context size (default: the model's, at most 4096)")
+	fl.Float64Var(&sp.Temp, "temp", sp.Temp, "temperature (0: greedy)")
+	fl.Uint64Var(&sp.Seed, "seed", sp.Seed, "random seed")
+	fl.IntVar(&sp.TopK, "top-k", sp.TopK, "top-k sampling (0: off)")
+	fl.Float64Var(&sp.TopP, "top-p", sp.TopP, "top-p sampling (1: off)")
+	fl.Float64Var(&sp.MinP, "min-p", sp.MinP, "min-p sampling (0: off)")
+	fl.Float64Var(&sp.RepeatPenalty, "repeat-penalty", sp.RepeatPenalty, "penalty for repeated tokens (1: off)")
+	fl.IntVar(&sp.RepeatLastN, "repeat-last-n", sp.RepeatLastN, "how many recent tokens the repeat penalty sees")
+	fl.BoolVar(&asJSON, "json", false, "print one JSON object instead of text")
+	fl.IntVar(&topLogits, "top-logits", 0, "with --json: the K largest logits at the last prompt position")
+	return c
+}

@@ -1,0 +1,105 @@
+// Package engine puts a model file, its graph and its tokenizer together and
+// runs generation and perplexity: what the CLI and the server call.
+package engine
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/pinfer/pinfer/gguf"
+	"github.com/pinfer/pinfer/graph"
+	"github.com/pinfer/pinfer/models"
+	"github.com/pinfer/pinfer/ops"
+	"github.com/pinfer/pinfer/tokenizer"
+)
+
+// Model is a loaded model, ready to make sessions.
+type Model struct {
+	Path     string
+	File     *gguf.File
+	Spec     *graph.Spec
+	Prog     *graph.Program
+	Tok      *tokenizer.Tokenizer
+	LoadTime time.Duration
+}
+
+// Load opens a GGUF file and binds it to graphPath, or, when that is empty,
+// to the built-in graph that matches the file.
+func Load(path, graphPath string) (*Model, error) {
+	start := time.Now()
+	f, err := gguf.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	m := &Model{Path: path, File: f}
+	if err := m.bind(graphPath); err != nil {
+		f.Close()
+		return nil, err
+	}
+	m.LoadTime = time.Since(start)
+	return m, nil
+}
+
+func (m *Model) bind(graphPath string) error {
+	var err error
+	if graphPath != "" {
+		if m.Spec, err = graph.LoadSpecFile(graphPath); err != nil {
+			return err
+		}
+	} else {
+		specs, err := BuiltinGraphs()
+		if err != nil {
+			return err
+		}
+		if m.Spec, err = graph.Select(specs, m.File); err != nil {
+			return err
+		}
+	}
+	if m.Prog, err = graph.Build(m.Spec, m.File); err != nil {
+		return err
+	}
+	if m.Tok, err = tokenizer.FromGGUF(m.File); err != nil {
+		return err
+	}
+	if m.Prog.Vocab != m.Tok.Size() {
+		return fmt.Errorf("%s: the graph %s gives %d logits but the vocabulary has %d tokens", m.Path, m.Spec.File, m.Prog.Vocab, m.Tok.Size())
+	}
+	return nil
+}
+
+// BuiltinGraphs parses the graphs shipped in models/.
+func BuiltinGraphs() ([]*graph.Spec, error) {
+	names, texts := models.Graphs()
+	var specs []*graph.Spec
+	for i, n := range names {
+		s, err := graph.ParseSpec("models/"+n, texts[i])
+		if err != nil {
+			return nil, err
+		}
+		specs = append(specs, s)
+	}
+	return specs, nil
+}
+
+// Close unmaps the file.
+func (m *Model) Close() error { return m.File.Close() }
+
+// ContextLength is the model's trained context, or 0 if the file lacks it.
+func (m *Model) ContextLength() int {
+	v, err := m.File.Uint(m.File.Arch() + ".context_length")
+	if err != nil {
+		return 0
+	}
+	return int(v)
+}
+
+// NewSession starts a sequence of at most nctx positions on threads workers.
+func (m *Model) NewSession(nctx int, pool *ops.Pool) *graph.Session {
+	return m.Prog.NewSession(nctx, pool)
+}
+
+// Encode tokenizes a prompt the way llama.cpp does: BOS first when the
+// vocabulary asks for it.
+func (m *Model) Encode(text string) []int {
+	return m.Tok.Encode(text, m.Tok.Vocab().AddBOS)
+}

@@ -1,0 +1,156 @@
+package engine
+
+import (
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/pinfer/pinfer/ops"
+	"github.com/pinfer/pinfer/sample"
+)
+
+// Options for one generation.
+type Options struct {
+	Prompt    string
+	N         int // tokens to generate; < 0: until EOS or the context is full
+	Ctx       int // context size; 0: the model's, at most 4096
+	Threads   int
+	Sample    sample.Params
+	TopLogits int          // report the K largest logits at the last prompt position
+	OnText    func(string) // streamed text, as it becomes complete
+	Pool      *ops.Pool    // optional; else one is made for Threads
+}
+
+// Logit is one entry of a top-logits list.
+type Logit struct {
+	ID    int     `json:"id"`
+	Logit float32 `json:"logit"`
+}
+
+// Timings are measured as llama.cpp reports them.
+type Timings struct {
+	LoadMs          float64 `json:"load_ms"`
+	PromptN         int     `json:"prompt_n"`
+	PromptMs        float64 `json:"prompt_ms"`
+	PromptPerToken  float64 `json:"prompt_per_token_ms"`
+	PromptPerSecond float64 `json:"prompt_per_second"`
+	EvalN           int     `json:"predicted_n"`
+	EvalMs          float64 `json:"predicted_ms"`
+	EvalPerToken    float64 `json:"predicted_per_token_ms"`
+	EvalPerSecond   float64 `json:"predicted_per_second"`
+}
+
+// Result of one generation.
+type Result struct {
+	PromptTokens []int     `json:"prompt_tokens"`
+	Tokens       []int     `json:"tokens"`
+	Text         string    `json:"text"`
+	TopLogits    []Logit   `json:"top_logits,omitempty"`
+	StopReason   string    `json:"stop_reason"`
+	Timings      Timings   `json:"timings"`
+	LastLogits   []float32 `json:"-"` // logits at the last prompt position
+}
+
+// Generate runs the prompt and then samples up to opt.N tokens.
+func (m *Model) Generate(opt Options) (*Result, error) {
+	nctx := opt.Ctx
+	if nctx <= 0 {
+		nctx = min(max(m.ContextLength(), 1), 4096)
+	}
+	pool := opt.Pool
+	if pool == nil {
+		pool = ops.NewPool(opt.Threads)
+		defer pool.Close()
+	}
+	res := &Result{PromptTokens: m.Encode(opt.Prompt), Tokens: []int{}}
+	res.Timings.LoadMs = ms(m.LoadTime)
+	if len(res.PromptTokens) == 0 {
+		res.PromptTokens = []int{m.Tok.BOS()}
+	}
+	if len(res.PromptTokens) >= nctx {
+		return nil, fmt.Errorf("the prompt has %d tokens but the context is %d (raise -c)", len(res.PromptTokens), nctx)
+	}
+	sess := m.NewSession(nctx, pool)
+	smp := sample.New(opt.Sample)
+	for _, id := range res.PromptTokens {
+		smp.Accept(id)
+	}
+
+	start := time.Now()
+	logits, err := sess.Forward(res.PromptTokens, false)
+	if err != nil {
+		return nil, err
+	}
+	res.Timings.PromptN = len(res.PromptTokens)
+	res.Timings.PromptMs = ms(time.Since(start))
+	res.LastLogits = append([]float32(nil), logits.Data...)
+	if opt.TopLogits > 0 {
+		res.TopLogits = topK(logits.Data, opt.TopLogits)
+	}
+
+	// An empty prompt means the text starts with the first generated token,
+	// whose leading space SentencePiece drops.
+	stream := m.Tok.NewStream(opt.Prompt == "")
+	text := []byte{}
+	emit := func(s string) {
+		text = append(text, s...)
+		if opt.OnText != nil && s != "" {
+			opt.OnText(s)
+		}
+	}
+	res.StopReason = "length"
+	start = time.Now()
+	for n := 0; opt.N < 0 || n < opt.N; n++ {
+		id := smp.Sample(logits.Data)
+		if id == m.Tok.EOS() {
+			res.StopReason = "eos"
+			break
+		}
+		res.Tokens = append(res.Tokens, id)
+		smp.Accept(id)
+		emit(stream.Add(id))
+		if sess.Pos() >= nctx {
+			res.StopReason = "context"
+			break
+		}
+		if opt.N >= 0 && n == opt.N-1 {
+			break // the last token needs no forward pass
+		}
+		if logits, err = sess.Forward([]int{id}, false); err != nil {
+			return nil, err
+		}
+	}
+	emit(stream.Flush())
+	res.Text = string(text)
+	res.Timings.EvalN = len(res.Tokens)
+	res.Timings.EvalMs = ms(time.Since(start))
+	res.Timings.fill()
+	return res, nil
+}
+
+func (t *Timings) fill() {
+	if t.PromptN > 0 && t.PromptMs > 0 {
+		t.PromptPerToken = t.PromptMs / float64(t.PromptN)
+		t.PromptPerSecond = 1000 / t.PromptPerToken
+	}
+	if t.EvalN > 0 && t.EvalMs > 0 {
+		t.EvalPerToken = t.EvalMs / float64(t.EvalN)
+		t.EvalPerSecond = 1000 / t.EvalPerToken
+	}
+}
+
+func ms(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e6 }
+
+func topK(logits []float32, k int) []Logit {
+	idx := make([]int, len(logits))
+	for i := range idx {
+		idx[i] = i
+	}
+	sort.SliceStable(idx, func(a, b int) bool { return logits[idx[a]] > logits[idx[b]] })
+	k = min(k, len(idx))
+	out := make([]Logit, k)
+	for i := range out {
+		out[i] = Logit{idx[i], logits[idx[i]]}
+	}
+	return out
+}

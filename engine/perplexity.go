@@ -1,0 +1,85 @@
+package engine
+
+import (
+	"fmt"
+	"io"
+	"math"
+
+	"github.com/pinfer/pinfer/ops"
+)
+
+// Perplexity is the result of scoring a text.
+type Perplexity struct {
+	Windows []Window `json:"windows"`
+	PPL     float64  `json:"ppl"`
+	StdErr  float64  `json:"ppl_stderr"`
+	Tokens  int      `json:"tokens"`
+	Scored  int      `json:"scored"`
+}
+
+// Window is one context-sized chunk of the text, in token positions.
+type Window struct {
+	Start, End         int // tokens [Start, End) of the text are run
+	ScoreFrom, ScoreTo int // predictions of tokens (ScoreFrom, ScoreTo] are scored
+	PPL                float64
+}
+
+// ComputePerplexity scores text as llama.cpp's perplexity tool does: the
+// tokens (BOS first) are cut into windows of nctx; each window starts with
+// BOS in place of its first token, and only the second half of each window is
+// scored, so every scored token sees at least nctx/2 tokens of context.
+func (m *Model) ComputePerplexity(text string, nctx int, pool *ops.Pool, log io.Writer) (*Perplexity, error) {
+	tokens := m.Encode(text)
+	if len(tokens) < 2*nctx {
+		return nil, fmt.Errorf("the text has %d tokens; perplexity with a context of %d needs at least %d", len(tokens), nctx, 2*nctx)
+	}
+	r := &Perplexity{Tokens: len(tokens)}
+	first := nctx / 2
+	var sum, sumSq float64
+	sess := m.NewSession(nctx, pool)
+	for start := 0; start+nctx <= len(tokens); start += nctx {
+		win := append([]int(nil), tokens[start:start+nctx]...)
+		if m.Tok.Vocab().AddBOS {
+			win[0] = m.Tok.BOS()
+		}
+		sess.Reset()
+		logits, err := sess.Forward(win, true)
+		if err != nil {
+			return nil, err
+		}
+		var wsum float64
+		for j := first; j < nctx-1; j++ {
+			nll := -logSoftmaxAt(logits.Row(j), tokens[start+j+1])
+			wsum += nll
+			sum += nll
+			sumSq += nll * nll
+			r.Scored++
+		}
+		w := Window{Start: start, End: start + nctx, ScoreFrom: start + first, ScoreTo: start + nctx - 1, PPL: math.Exp(wsum / float64(nctx-1-first))}
+		r.Windows = append(r.Windows, w)
+		if log != nil {
+			fmt.Fprintf(log, "[%d] tokens [%d, %d) scored %d..%d: window ppl %.4f, running ppl %.4f\n",
+				len(r.Windows), w.Start, w.End, w.ScoreFrom+1, w.ScoreTo, w.PPL, math.Exp(sum/float64(r.Scored)))
+		}
+	}
+	n := float64(r.Scored)
+	mean := sum / n
+	r.PPL = math.Exp(mean)
+	if r.Scored > 1 {
+		variance := (sumSq/n - mean*mean) * n / (n - 1)
+		r.StdErr = r.PPL * math.Sqrt(variance/n)
+	}
+	return r, nil
+}
+
+func logSoftmaxAt(logits []float32, id int) float64 {
+	mx := math.Inf(-1)
+	for _, l := range logits {
+		mx = math.Max(mx, float64(l))
+	}
+	var s float64
+	for _, l := range logits {
+		s += math.Exp(float64(l) - mx)
+	}
+	return float64(logits[id]) - mx - math.Log(s)
+}

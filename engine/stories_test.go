@@ -1,0 +1,60 @@
+package engine
+
+import (
+	"encoding/json"
+	"os"
+	"testing"
+
+	"github.com/pinfer/pinfer/internal/fixtures"
+	"github.com/pinfer/pinfer/sample"
+	"github.com/stretchr/testify/require"
+)
+
+// llama.cpp's own GGUF of stories260K: 200 greedy steps from BOS must give
+// the reference text exactly, and each step's top-5 logits must agree with
+// the reference trace.
+func TestStories260KGreedy(t *testing.T) {
+	m, err := Load(fixtures.Path(t, "stories260K", "stories260K.gguf"), "")
+	require.NoError(t, err)
+	defer m.Close()
+	want, err := os.ReadFile(fixtures.Path(t, "stories260K", "expected_t0_n200.txt"))
+	require.NoError(t, err)
+
+	res, err := m.Generate(Options{N: 200, Ctx: 512, Threads: 2, Sample: sample.Params{Temp: 0}})
+	require.NoError(t, err)
+	require.Equal(t, []int{1}, res.PromptTokens)
+	require.Equal(t, string(want), res.Text)
+
+	var trace struct {
+		Runs []struct {
+			Positions []struct {
+				Pos        int          `json:"pos"`
+				InputToken int          `json:"input_token"`
+				NextToken  int          `json:"next_token"`
+				Top5       [][2]float64 `json:"top5"`
+			} `json:"positions"`
+		} `json:"runs"`
+	}
+	b, err := os.ReadFile(fixtures.Path(t, "stories260K", "greedy_trace.json"))
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(b, &trace))
+	steps := trace.Runs[0].Positions
+	require.GreaterOrEqual(t, len(steps), 200)
+
+	sess := m.NewSession(512, nil)
+	tok := 1
+	for i, st := range steps[:200] {
+		require.Equal(t, st.InputToken, tok, "step %d input", i)
+		logits, err := sess.Forward([]int{tok}, false)
+		require.NoError(t, err)
+		top := topK(logits.Data, 5)
+		for k, ref := range st.Top5 {
+			require.InDelta(t, ref[1], top[k].Logit, 1e-3, "step %d rank %d", i, k)
+			// Ranks may swap only where the reference logits are within tolerance.
+			if top[k].ID != int(ref[0]) {
+				require.InDelta(t, ref[1], logits.Data[int(ref[0])], 1e-3, "step %d rank %d id", i, k)
+			}
+		}
+		tok = st.NextToken
+	}
+}

@@ -1,0 +1,37 @@
+//go:build unix
+
+package gguf
+
+import (
+	"fmt"
+	"os"
+
+	"golang.org/x/sys/unix"
+)
+
+// mapFile maps the file read-only so tensor data is paged in on demand
+// instead of being copied into the Go heap.
+func mapFile(path string) ([]byte, func() error, error) {
+	fh, err := os.Open(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer fh.Close()
+	st, err := fh.Stat()
+	if err != nil {
+		return nil, nil, err
+	}
+	size := st.Size()
+	if size == 0 {
+		// mmap rejects empty lengths; an empty file still has to fail as truncated.
+		return nil, func() error { return nil }, nil
+	}
+	if int64(int(size)) != size {
+		return nil, nil, fmt.Errorf("%s: file too large to map (%d bytes)", path, size)
+	}
+	data, err := unix.Mmap(int(fh.Fd()), 0, int(size), unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: mmap: %w", path, err)
+	}
+	return data, func() error { return unix.Munmap(data) }, nil
+}

@@ -1,0 +1,233 @@
+package ops
+
+import (
+	"fmt"
+	"math"
+)
+
+// The built-in operators. Each is registered once with its shape rule; the
+// graph package checks a model against these rules before anything runs.
+
+func init() {
+	Register(&Op{Name: "embedding", Doc: "rows of a table picked by the ids of input 0 (tokens or positions), minus offset",
+		Inputs: 1, Weights: []Slot{{Name: "weight"}},
+		Attrs: []AttrSpec{{Name: "offset", Kind: Int, Default: 0}},
+		Shape: func(s *ShapeArgs) (int, error) {
+			if s.In[0] != 1 {
+				return 0, fmt.Errorf("input must be ids (tokens or positions), got a %d-wide input", s.In[0])
+			}
+			if s.W[0].M == nil {
+				return 0, fmt.Errorf("weight %s must be 2-D", s.W[0].Name)
+			}
+			return s.W[0].M.Cols, nil
+		},
+		Run: func(c *Ctx) error {
+			m, off := c.W[0].M, c.A.Int("offset")
+			for t := 0; t < c.Out.Rows; t++ {
+				id := int(c.In[0].Data[t]) + off
+				if id < 0 || id >= m.Rows {
+					return fmt.Errorf("id %d is outside the table %s of %d rows", id, c.W[0].Name, m.Rows)
+				}
+				m.RowF32(id, c.Out.Row(t))
+			}
+			return nil
+		}})
+
+	for _, mm := range []struct {
+		name string
+		last bool
+		doc  string
+	}{{"matmul", false, "x·Wᵀ (+ bias): a linear layer"}, {"output", true, "the output projection to logits; in decode only the last row is computed"}} {
+		Register(&Op{Name: mm.name, Doc: mm.doc, Inputs: 1, LastRows: mm.last,
+			Weights: []Slot{{Name: "weight"}, {Name: "bias", Optional: true, Vector: true}},
+			Shape: func(s *ShapeArgs) (int, error) {
+				w := s.W[0]
+				if w.M == nil {
+					return 0, fmt.Errorf("weight %s must be 2-D", w.Name)
+				}
+				if w.M.Cols != s.In[0] {
+					return 0, fmt.Errorf("weight %s has dims %v: rows of %d, but the input is %d wide", w.Name, w.Dims, w.M.Cols, s.In[0])
+				}
+				return w.M.Rows, vecFits(s.W[1], w.M.Rows)
+			},
+			Run: func(c *Ctx) error {
+				in := c.In[0]
+				skip := in.Rows - c.Out.Rows // LastRows: only the final rows
+				MatMul(c.Pool, c.Out.Data, c.W[0].M, in.Data[skip*in.Cols:], c.Out.Rows)
+				if b := c.W[1]; b != nil {
+					for t := 0; t < c.Out.Rows; t++ {
+						Axpy(c.Out.Row(t), 1, b.Vec)
+					}
+				}
+				return nil
+			}})
+	}
+
+	Register(&Op{Name: "rms_norm", Doc: "x / rms(x) · weight", Inputs: 1,
+		Weights: []Slot{{Name: "weight", Vector: true}},
+		Attrs:   []AttrSpec{{Name: "eps", Kind: Float, Default: 1e-5}},
+		Shape:   func(s *ShapeArgs) (int, error) { return s.In[0], vecFits(s.W[0], s.In[0]) },
+		Run: func(c *Ctx) error {
+			eps := float32(c.A.Float("eps"))
+			for t := 0; t < c.Out.Rows; t++ {
+				RMSNorm(c.Out.Row(t), c.In[0].Row(t), c.W[0].Vec, eps)
+			}
+			return nil
+		}})
+
+	Register(&Op{Name: "layer_norm", Doc: "(x - mean) / std · weight + bias", Inputs: 1,
+		Weights: []Slot{{Name: "weight", Vector: true}, {Name: "bias", Optional: true, Vector: true}},
+		Attrs:   []AttrSpec{{Name: "eps", Kind: Float, Default: 1e-5}},
+		Shape: func(s *ShapeArgs) (int, error) {
+			if err := vecFits(s.W[0], s.In[0]); err != nil {
+				return 0, err
+			}
+			return s.In[0], vecFits(s.W[1], s.In[0])
+		},
+		Run: func(c *Ctx) error {
+			eps := float32(c.A.Float("eps"))
+			var b []float32
+			if c.W[1] != nil {
+				b = c.W[1].Vec
+			}
+			for t := 0; t < c.Out.Rows; t++ {
+				LayerNorm(c.Out.Row(t), c.In[0].Row(t), c.W[0].Vec, b, eps)
+			}
+			return nil
+		}})
+
+	Register(&Op{Name: "rope", Doc: "rotary position embedding of each head (mode norm: pairs 2i,2i+1; neox: i,i+n_rot/2)",
+		Inputs: 1,
+		Attrs: []AttrSpec{{Name: "n_head", Kind: Int}, {Name: "n_rot", Kind: Int, Default: 0},
+			{Name: "theta", Kind: Float, Default: 10000.0}, {Name: "mode", Kind: String, Default: "norm", Enum: []string{"norm", "neox"}}},
+		Shape: func(s *ShapeArgs) (int, error) {
+			nh, nrot := s.A.Int("n_head"), s.A.Int("n_rot")
+			if nh <= 0 || s.In[0]%nh != 0 {
+				return 0, fmt.Errorf("input width %d is not a multiple of n_head %d", s.In[0], nh)
+			}
+			if hd := s.In[0] / nh; nrot < 0 || nrot > hd || nrot%2 != 0 {
+				return 0, fmt.Errorf("n_rot %d must be even and at most the head size %d", nrot, hd)
+			}
+			return s.In[0], nil
+		},
+		Run: func(c *Ctx) error {
+			nh := c.A.Int("n_head")
+			hd := c.In[0].Cols / nh
+			nrot := c.A.Int("n_rot")
+			if nrot == 0 {
+				nrot = hd
+			}
+			neox := c.A.Str("mode") == "neox"
+			copy(c.Out.Data, c.In[0].Data[:len(c.Out.Data)])
+			for t := 0; t < c.Out.Rows; t++ {
+				RoPE(c.Out.Row(t), nh, hd, nrot, c.Pos+t, c.A.Float("theta"), neox)
+			}
+			return nil
+		}})
+
+	Register(&Op{Name: "attention", Doc: "causal multi-head attention of q over the cached k and v (GQA/MQA when n_head_kv < n_head; window > 0 limits how far back a token sees)",
+		Inputs: 3,
+		Attrs: []AttrSpec{{Name: "n_head", Kind: Int}, {Name: "n_head_kv", Kind: Int},
+			{Name: "window", Kind: Int, Default: 0}, {Name: "scale", Kind: Float, Default: 0.0}},
+		Shape: attentionShape,
+		Run:   attention,
+	})
+
+	for name, f := range map[string]func([]float32){"relu": ReLU, "silu": SiLU, "gelu": GELU, "softmax": Softmax} {
+		Register(&Op{Name: name, Doc: name + " of each row", Inputs: 1,
+			Shape: func(s *ShapeArgs) (int, error) { return s.In[0], nil },
+			Run: func(c *Ctx) error {
+				copy(c.Out.Data, c.In[0].Data)
+				for t := 0; t < c.Out.Rows; t++ {
+					f(c.Out.Row(t))
+				}
+				return nil
+			}})
+	}
+
+	for name, f := range map[string]func(a, b float32) float32{
+		"add": func(a, b float32) float32 { return a + b },
+		"mul": func(a, b float32) float32 { return a * b },
+	} {
+		Register(&Op{Name: name, Doc: "element-wise " + name + " of two equally wide inputs", Inputs: 2,
+			Shape: sameWidth,
+			Run: func(c *Ctx) error {
+				a, b := c.In[0].Data, c.In[1].Data
+				for i := range c.Out.Data {
+					c.Out.Data[i] = f(a[i], b[i])
+				}
+				return nil
+			}})
+	}
+}
+
+func attentionShape(s *ShapeArgs) (int, error) {
+	nh, nkv := s.A.Int("n_head"), s.A.Int("n_head_kv")
+	if nh <= 0 || nkv <= 0 || nh%nkv != 0 {
+		return 0, fmt.Errorf("n_head %d must be a positive multiple of n_head_kv %d", nh, nkv)
+	}
+	if s.In[0]%nh != 0 {
+		return 0, fmt.Errorf("q width %d is not a multiple of n_head %d", s.In[0], nh)
+	}
+	hd := s.In[0] / nh
+	if s.In[1] != nkv*hd {
+		return 0, fmt.Errorf("k width %d, want n_head_kv·head_dim = %d·%d", s.In[1], nkv, hd)
+	}
+	if s.In[2]%nkv != 0 {
+		return 0, fmt.Errorf("v width %d is not a multiple of n_head_kv %d", s.In[2], nkv)
+	}
+	return s.In[2] / nkv * nh, nil
+}
+
+// kvCache keeps every position's k and v rows of one attention node.
+type kvCache struct{ k, v []float32 }
+
+func attention(c *Ctx) error {
+	q, k, v := c.In[0], c.In[1], c.In[2]
+	nh, nkv := c.A.Int("n_head"), c.A.Int("n_head_kv")
+	hd, vd := q.Cols/nh, v.Cols/nkv
+	T := q.Rows
+	if c.Pos+T > c.NCtx {
+		return fmt.Errorf("context is full: %d positions used, %d more asked, context %d", c.Pos, T, c.NCtx)
+	}
+	kv, _ := (*c.State).(*kvCache)
+	if kv == nil {
+		kv = &kvCache{k: make([]float32, c.NCtx*k.Cols), v: make([]float32, c.NCtx*v.Cols)}
+		*c.State = kv
+	}
+	copy(kv.k[c.Pos*k.Cols:], k.Data[:T*k.Cols])
+	copy(kv.v[c.Pos*v.Cols:], v.Data[:T*v.Cols])
+
+	scale := float32(c.A.Float("scale"))
+	if scale == 0 {
+		scale = float32(1 / math.Sqrt(float64(hd)))
+	}
+	window, group := c.A.Int("window"), nh/nkv
+	skip := T - c.Out.Rows
+	c.Pool.Run(c.Out.Rows*nh, func(lo, hi int) {
+		scores := make([]float32, c.Pos+T)
+		for job := lo; job < hi; job++ {
+			t, h := job/nh+skip, job%nh
+			p := c.Pos + t
+			first := 0
+			if window > 0 && p-window+1 > first {
+				first = p - window + 1
+			}
+			qh := q.Row(t)[h*hd : (h+1)*hd]
+			kvh := h / group
+			s := scores[:p+1-first]
+			for j := range s {
+				pos := first + j
+				s[j] = Dot(qh, kv.k[pos*k.Cols+kvh*hd:pos*k.Cols+(kvh+1)*hd]) * scale
+			}
+			Softmax(s)
+			out := c.Out.Row(t - skip)[h*vd : (h+1)*vd]
+			clear(out)
+			for j, w := range s {
+				pos := first + j
+				Axpy(out, w, kv.v[pos*v.Cols+kvh*vd:pos*v.Cols+(kvh+1)*vd])
+			}
+		}
+	})
+	return nil
+}

@@ -1,0 +1,139 @@
+package ops
+
+import "math"
+
+// The row-wise neural-network kernels. Activations are f32 rows of one token
+// each; these functions are the reference meaning of the ops that use them.
+
+// RMSNorm writes x / rms(x) * w. Accumulates in float64 so that long rows do
+// not drift from PyTorch's fp32 result.
+func RMSNorm(out, x, w []float32, eps float32) {
+	var ss float64
+	for _, v := range x {
+		ss += float64(v) * float64(v)
+	}
+	scale := float32(1 / math.Sqrt(ss/float64(len(x))+float64(eps)))
+	for i, v := range x {
+		out[i] = v * scale * w[i]
+	}
+}
+
+// LayerNorm writes (x - mean) / std * w + b; b may be nil.
+func LayerNorm(out, x, w, b []float32, eps float32) {
+	var sum float64
+	for _, v := range x {
+		sum += float64(v)
+	}
+	mean := sum / float64(len(x))
+	var ss float64
+	for _, v := range x {
+		d := float64(v) - mean
+		ss += d * d
+	}
+	inv := 1 / math.Sqrt(ss/float64(len(x))+float64(eps))
+	for i, v := range x {
+		y := float32((float64(v) - mean) * inv)
+		y *= w[i]
+		if b != nil {
+			y += b[i]
+		}
+		out[i] = y
+	}
+}
+
+// RoPE rotates the first nRot dims of each head of one token at position pos.
+// neox pairs dim i with i+nRot/2 (GPT-NeoX, Falcon); otherwise dims 2i and
+// 2i+1 (Meta's LLaMA layout, which llama.cpp's GGUF keeps).
+func RoPE(x []float32, nHead, headDim, nRot, pos int, theta float64, neox bool) {
+	half := nRot / 2
+	for i := 0; i < half; i++ {
+		// PyTorch computes the inverse frequency in f32; matching it keeps
+		// long positions within tolerance of the reference.
+		invFreq := float32(1 / math.Pow(theta, float64(2*i)/float64(nRot)))
+		angle := float64(float32(pos) * invFreq)
+		c, s := float32(math.Cos(angle)), float32(math.Sin(angle))
+		for h := 0; h < nHead; h++ {
+			base := h * headDim
+			a, b := base+2*i, base+2*i+1
+			if neox {
+				a, b = base+i, base+i+half
+			}
+			x0, x1 := x[a], x[b]
+			x[a] = x0*c - x1*s
+			x[b] = x0*s + x1*c
+		}
+	}
+}
+
+// Softmax normalises x in place, stable against large values.
+func Softmax(x []float32) {
+	if len(x) == 0 {
+		return
+	}
+	m := x[0]
+	for _, v := range x[1:] {
+		if v > m {
+			m = v
+		}
+	}
+	var sum float64
+	for i, v := range x {
+		e := math.Exp(float64(v - m))
+		x[i] = float32(e)
+		sum += e
+	}
+	inv := float32(1 / sum)
+	for i := range x {
+		x[i] *= inv
+	}
+}
+
+// ReLU, SiLU and GELU apply their activation in place.
+func ReLU(x []float32) {
+	for i, v := range x {
+		if v < 0 {
+			x[i] = 0
+		}
+	}
+}
+
+func SiLU(x []float32) {
+	for i, v := range x {
+		x[i] = v / (1 + float32(math.Exp(float64(-v))))
+	}
+}
+
+// GELU is the tanh approximation that GGML and most GELU models use.
+func GELU(x []float32) {
+	const c = 0.7978845608028654 // sqrt(2/pi)
+	for i, v := range x {
+		f := float64(v)
+		x[i] = float32(0.5 * f * (1 + math.Tanh(c*(f+0.044715*f*f*f))))
+	}
+}
+
+// Dot is a plain f32 dot product of equal-length vectors.
+func Dot(a, b []float32) float32 {
+	var s0, s1, s2, s3 float32
+	n := len(a)
+	b = b[:n]
+	i := 0
+	for ; i+4 <= n; i += 4 {
+		s0 += a[i] * b[i]
+		s1 += a[i+1] * b[i+1]
+		s2 += a[i+2] * b[i+2]
+		s3 += a[i+3] * b[i+3]
+	}
+	for ; i < n; i++ {
+		s0 += a[i] * b[i]
+	}
+	return (s0 + s1) + (s2 + s3)
+}
+
+// Axpy adds a*x to y.
+func Axpy(y []float32, a float32, x []float32) {
+	x = x[:len(y)]
+	for i := range y {
+		y[i] += a * x[i]
+	}
+}

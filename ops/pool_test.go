@@ -1,0 +1,86 @@
+package ops
+
+import (
+	"sort"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestPoolCoversRange(t *testing.T) {
+	for _, threads := range []int{1, 2, 3, 8} {
+		p := NewPool(threads)
+		assert.Equal(t, threads, p.Threads())
+		for _, n := range []int{0, 1, 2, 5, 100, 1001} {
+			var mu sync.Mutex
+			var chunks [][2]int
+			hits := make([]int, n)
+			p.Run(n, func(lo, hi int) {
+				for i := lo; i < hi; i++ {
+					hits[i]++ // chunks are disjoint, so no two goroutines share an index
+				}
+				mu.Lock()
+				chunks = append(chunks, [2]int{lo, hi})
+				mu.Unlock()
+			})
+			for i, h := range hits {
+				require.Equal(t, 1, h, "threads=%d n=%d index %d", threads, n, i)
+			}
+			if n == 0 {
+				assert.Empty(t, chunks)
+				continue
+			}
+			require.Len(t, chunks, min(threads, n), "threads=%d n=%d", threads, n)
+			sort.Slice(chunks, func(i, j int) bool { return chunks[i][0] < chunks[j][0] })
+			for i, c := range chunks {
+				assert.Less(t, c[0], c[1], "empty chunk")
+				if i > 0 {
+					assert.Equal(t, chunks[i-1][1], c[0], "contiguous")
+				}
+				// Even split: sizes differ by at most one.
+				assert.LessOrEqual(t, c[1]-c[0], n/len(chunks)+1)
+			}
+		}
+		p.Close()
+		p.Close()
+		ran := 0
+		p.Run(10, func(lo, hi int) { ran += hi - lo })
+		assert.Equal(t, 10, ran, "Run after Close runs inline")
+	}
+}
+
+func TestNilPool(t *testing.T) {
+	var p *Pool
+	assert.Equal(t, 1, p.Threads())
+	var got [2]int
+	p.Run(7, func(lo, hi int) { got = [2]int{lo, hi} })
+	assert.Equal(t, [2]int{0, 7}, got)
+	p.Close()
+}
+
+func TestPoolConcurrentRuns(t *testing.T) {
+	p := NewPool(3)
+	defer p.Close()
+	var wg sync.WaitGroup
+	sums := make([]int, 4)
+	for g := range sums {
+		wg.Go(func() {
+			for range 200 {
+				var mu sync.Mutex
+				s := 0
+				p.Run(30, func(lo, hi int) {
+					mu.Lock()
+					s += hi - lo
+					mu.Unlock()
+				})
+				sums[g] += s
+			}
+		})
+	}
+	wg.Wait()
+	for _, s := range sums {
+		assert.Equal(t, 200*30, s)
+	}
+}

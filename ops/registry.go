@@ -1,0 +1,134 @@
+package ops
+
+import (
+	"fmt"
+	"sort"
+)
+
+// Tensor is a batch of activation rows, one row per token.
+type Tensor struct {
+	Rows, Cols int
+	Data       []float32
+}
+
+// Row returns row i.
+func (t *Tensor) Row(i int) []float32 { return t.Data[i*t.Cols : (i+1)*t.Cols] }
+
+// Weight is a model tensor bound to one weight slot of a node. A 1-D tensor
+// is dequantized once to Vec; a 2-D one stays in its file encoding as M.
+type Weight struct {
+	Name string
+	Dims []int // GGML order: Dims[0] is the row length
+	M    *Matrix
+	Vec  []float32
+}
+
+// AttrKind is the type of an operator attribute.
+type AttrKind int
+
+const (
+	Int AttrKind = iota
+	Float
+	String
+	Bool
+)
+
+func (k AttrKind) String() string { return [...]string{"integer", "number", "string", "boolean"}[k] }
+
+// AttrSpec declares one attribute. A nil Default makes it required; Enum, if
+// set, lists the allowed strings.
+type AttrSpec struct {
+	Name    string
+	Kind    AttrKind
+	Default any
+	Enum    []string
+}
+
+// Attrs holds resolved attribute values: int, float64, string or bool.
+type Attrs map[string]any
+
+func (a Attrs) Int(k string) int       { return a[k].(int) }
+func (a Attrs) Float(k string) float64 { return a[k].(float64) }
+func (a Attrs) Str(k string) string    { return a[k].(string) }
+func (a Attrs) Bool(k string) bool     { return a[k].(bool) }
+
+// Slot is a named weight input of an operator.
+type Slot struct {
+	Name     string
+	Optional bool
+	Vector   bool // must be 1-D (norm scales, biases)
+}
+
+// ShapeArgs is what a shape rule sees: input widths, bound weights (nil for
+// an absent optional slot) and attributes.
+type ShapeArgs struct {
+	In []int
+	W  []*Weight
+	A  Attrs
+}
+
+// Ctx is what a kernel sees when it runs.
+type Ctx struct {
+	In    []*Tensor
+	Out   *Tensor
+	W     []*Weight
+	A     Attrs
+	Pos   int // position of the first row in the sequence
+	Pool  *Pool
+	State *any // kept across calls for this node instance (the KV cache)
+	NCtx  int  // the session's context length
+}
+
+// Op is one registered operator: its signature, shape rule and kernel.
+type Op struct {
+	Name    string
+	Doc     string
+	Inputs  int // number of activation inputs
+	Weights []Slot
+	Attrs   []AttrSpec
+	// Shape returns the width of the output rows, or why the inputs do not fit.
+	Shape func(s *ShapeArgs) (int, error)
+	Run   func(c *Ctx) error
+	// LastRows ops may be asked for fewer output rows than input rows; they
+	// then compute only the last ones (the output projection in decode).
+	LastRows bool
+}
+
+var registry = map[string]*Op{}
+
+// Register adds an op; a duplicate name is a programming error.
+func Register(op *Op) {
+	if _, dup := registry[op.Name]; dup {
+		panic("ops: duplicate op " + op.Name)
+	}
+	registry[op.Name] = op
+}
+
+// Lookup finds a registered op.
+func Lookup(name string) (*Op, bool) { op, ok := registry[name]; return op, ok }
+
+// Names lists the registered ops in sorted order.
+func Names() []string {
+	var n []string
+	for k := range registry {
+		n = append(n, k)
+	}
+	sort.Strings(n)
+	return n
+}
+
+func sameWidth(s *ShapeArgs) (int, error) {
+	for i, w := range s.In[1:] {
+		if w != s.In[0] {
+			return 0, fmt.Errorf("input %d is %d wide but input 0 is %d wide", i+1, w, s.In[0])
+		}
+	}
+	return s.In[0], nil
+}
+
+func vecFits(w *Weight, n int) error {
+	if w != nil && len(w.Vec) != n {
+		return fmt.Errorf("weight %s has %d elements but the input is %d wide", w.Name, len(w.Vec), n)
+	}
+	return nil
+}

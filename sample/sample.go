@@ -1,0 +1,132 @@
+// Package sample picks the next token from logits, as llama.cpp's default
+// chain does: repeat penalty, then top-k, top-p and min-p to narrow the
+// candidates, then temperature and a seeded draw. Temperature 0 is greedy.
+package sample
+
+import (
+	"math"
+	"math/rand/v2"
+	"sort"
+)
+
+// Params are the sampling settings, named as llama.cpp's flags.
+type Params struct {
+	Temp          float64 // 0: greedy
+	TopK          int     // 0: off
+	TopP          float64 // 1: off
+	MinP          float64 // 0: off
+	RepeatPenalty float64 // 1: off
+	RepeatLastN   int     // how many recent tokens the penalty looks at
+	Seed          uint64
+}
+
+// Defaults are llama.cpp's defaults.
+func Defaults() Params {
+	return Params{Temp: 0.8, TopK: 40, TopP: 0.95, MinP: 0.05, RepeatPenalty: 1.0, RepeatLastN: 64}
+}
+
+// Sampler keeps the random state and the recent tokens.
+type Sampler struct {
+	p      Params
+	rng    *rand.Rand
+	recent []int
+	cand   []cand
+}
+
+type cand struct {
+	id    int
+	logit float64
+}
+
+// New makes a sampler seeded with p.Seed.
+func New(p Params) *Sampler {
+	return &Sampler{p: p, rng: rand.New(rand.NewPCG(p.Seed, p.Seed^0x9e3779b97f4a7c15))}
+}
+
+// Accept records a token (prompt or generated) for the repeat penalty.
+func (s *Sampler) Accept(id int) {
+	s.recent = append(s.recent, id)
+	if n := s.p.RepeatLastN; n > 0 && len(s.recent) > n {
+		s.recent = s.recent[len(s.recent)-n:]
+	}
+}
+
+// Sample picks a token from logits (which it does not change).
+func (s *Sampler) Sample(logits []float32) int {
+	c := s.cand[:0]
+	for i, l := range logits {
+		c = append(c, cand{i, float64(l)})
+	}
+	s.cand = c
+	if s.p.RepeatPenalty != 1 && s.p.RepeatPenalty > 0 {
+		seen := map[int]bool{}
+		for _, id := range s.recent {
+			if seen[id] || id < 0 || id >= len(c) {
+				continue
+			}
+			seen[id] = true
+			// As llama.cpp: shrink a positive logit, grow a negative one.
+			if c[id].logit > 0 {
+				c[id].logit /= s.p.RepeatPenalty
+			} else {
+				c[id].logit *= s.p.RepeatPenalty
+			}
+		}
+	}
+	if s.p.Temp <= 0 {
+		best := 0
+		for i := range c {
+			if c[i].logit > c[best].logit {
+				best = i
+			}
+		}
+		return c[best].id
+	}
+	sort.SliceStable(c, func(i, j int) bool { return c[i].logit > c[j].logit })
+	if k := s.p.TopK; k > 0 && k < len(c) {
+		c = c[:k]
+	}
+	probs := softmax(c, 1)
+	if p := s.p.TopP; p > 0 && p < 1 {
+		var cum float64
+		for i, q := range probs {
+			cum += q
+			if cum >= p {
+				c = c[:i+1]
+				break
+			}
+		}
+	}
+	if m := s.p.MinP; m > 0 {
+		// min-p compares probabilities to the best one's: logit - best >= log m.
+		limit := c[0].logit + math.Log(m)
+		n := 1
+		for n < len(c) && c[n].logit >= limit {
+			n++
+		}
+		c = c[:n]
+	}
+	probs = softmax(c, s.p.Temp)
+	r := s.rng.Float64()
+	for i, q := range probs {
+		r -= q
+		if r < 0 {
+			return c[i].id
+		}
+	}
+	return c[len(c)-1].id
+}
+
+// softmax of the candidates' logits / temp; c is sorted best first.
+func softmax(c []cand, temp float64) []float64 {
+	p := make([]float64, len(c))
+	var sum float64
+	for i := range c {
+		p[i] = math.Exp((c[i].logit - c[0].logit) / temp)
+		sum += p[i]
+	}
+	for i := range p {
+		p[i] /= sum
+	}
+	return p
+}

@@ -1,0 +1,79 @@
+package sample
+
+import (
+	"math"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+var logits = []float32{1.0, 3.0, 2.5, -1.0, 0.5}
+
+func draw(t *testing.T, p Params, n int) []int {
+	s := New(p)
+	counts := make([]int, len(logits))
+	for i := 0; i < n; i++ {
+		counts[s.Sample(logits)]++
+	}
+	return counts
+}
+
+func TestGreedyIsArgmax(t *testing.T) {
+	require.Equal(t, 1, New(Params{Temp: 0}).Sample(logits))
+}
+
+// At temperature T with no filters, frequencies follow softmax(logits/T).
+func TestTemperatureDistribution(t *testing.T) {
+	const n = 200000
+	for _, temp := range []float64{0.5, 1, 2} {
+		counts := draw(t, Params{Temp: temp, TopP: 1, Seed: 7}, n)
+		var z float64
+		for _, l := range logits {
+			z += math.Exp(float64(l) / temp)
+		}
+		for i, l := range logits {
+			p := math.Exp(float64(l)/temp) / z
+			sd := math.Sqrt(p * (1 - p) / n)
+			require.InDelta(t, p, float64(counts[i])/n, 5*sd+1e-4, "temp %v id %d", temp, i)
+		}
+	}
+}
+
+func TestFilters(t *testing.T) {
+	// top-k 2 keeps ids 1 and 2 only.
+	c := draw(t, Params{Temp: 1, TopK: 2, Seed: 1}, 5000)
+	require.Zero(t, c[0]+c[3]+c[4])
+	require.NotZero(t, c[1])
+	require.NotZero(t, c[2])
+	// Probabilities at T=1: id1 .54, id2 .33, id0 .07, ...: top-p 0.7 keeps ids 1 and 2.
+	c = draw(t, Params{Temp: 1, TopP: 0.7, Seed: 1}, 5000)
+	require.Zero(t, c[0]+c[3]+c[4])
+	// min-p 0.5: keep p >= 0.5 * p(best): exp(2.5-3)=0.61 passes, exp(1-3)=0.14 does not.
+	c = draw(t, Params{Temp: 1, MinP: 0.5, Seed: 1}, 5000)
+	require.Zero(t, c[0]+c[3]+c[4])
+	require.NotZero(t, c[2])
+}
+
+func TestRepeatPenalty(t *testing.T) {
+	// 3.0/1.5 = 2.0 falls below 2.5, so greedy moves from id 1 to id 2.
+	s := New(Params{Temp: 0, RepeatPenalty: 1.5, RepeatLastN: 4})
+	s.Accept(1)
+	require.Equal(t, 2, s.Sample(logits))
+	// Once id 1 leaves the window of the last 4 tokens it is free again.
+	for _, id := range []int{3, 3, 4, 4} {
+		s.Accept(id)
+	}
+	require.Equal(t, 1, s.Sample(logits))
+}
+
+func TestSeedReproducible(t *testing.T) {
+	a, b, c := New(Params{Temp: 1, Seed: 42}), New(Params{Temp: 1, Seed: 42}), New(Params{Temp: 1, Seed: 43})
+	same, diff := true, false
+	for i := 0; i < 100; i++ {
+		x, y, z := a.Sample(logits), b.Sample(logits), c.Sample(logits)
+		same = same && x == y
+		diff = diff || x != z
+	}
+	require.True(t, same)
+	require.True(t, diff)
+}

@@ -1,0 +1,160 @@
+// Package tokenizer implements SentencePiece BPE with byte fallback (GGUF's
+// "llama" tokenizer model), producing the same ids as SentencePiece and
+// llama.cpp's SPM tokenizer, and reads SentencePiece's tokenizer.model.
+package tokenizer
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// Token types as SentencePiece / GGUF number them.
+const (
+	Normal      = 1
+	Unknown     = 2
+	Control     = 3
+	UserDefined = 4
+	Unused      = 5
+	Byte        = 6
+)
+
+// space is SentencePiece's escaped whitespace, U+2581.
+const space = "\u2581"
+
+// unkSurface is what SentencePiece prints for an unknown token.
+const unkSurface = " \u2047 "
+
+// Vocab is a SentencePiece vocabulary: parallel Tokens, Scores and Types.
+// BOS and EOS may be -1 when the model has none.
+type Vocab struct {
+	Tokens         []string
+	Scores         []float32
+	Types          []int32
+	BOS, EOS, UNK  int
+	AddSpacePrefix bool
+	AddBOS         bool
+}
+
+// Tokenizer encodes and decodes with one Vocab. It is safe for concurrent use.
+type Tokenizer struct {
+	v Vocab
+	// pieces maps the text of every token that encoding may produce
+	// (normal and user-defined) to its id.
+	pieces map[string]int
+	// userDefined holds user-defined pieces by first byte, longest first:
+	// SentencePiece matches them whole before merging and never merges them.
+	userDefined [256][]string
+	byteTok     [256]int // -1 where the vocabulary has no <0xNN> token
+	hasBytes    bool
+	surface     []string // decoded text of each id (bytes for byte tokens)
+}
+
+// New validates v and builds a Tokenizer; v's slices are copied.
+func New(v Vocab) (*Tokenizer, error) {
+	n := len(v.Tokens)
+	if n == 0 {
+		return nil, errors.New("tokenizer: empty vocabulary")
+	}
+	if len(v.Scores) != n || len(v.Types) != n {
+		return nil, fmt.Errorf("tokenizer: %d tokens but %d scores and %d types", n, len(v.Scores), len(v.Types))
+	}
+	if v.UNK < 0 || v.UNK >= n {
+		return nil, fmt.Errorf("tokenizer: unknown token id %d out of range [0,%d)", v.UNK, n)
+	}
+	for _, x := range []struct {
+		name string
+		id   int
+	}{{"bos", v.BOS}, {"eos", v.EOS}} {
+		if x.id < -1 || x.id >= n {
+			return nil, fmt.Errorf("tokenizer: %s token id %d out of range [-1,%d)", x.name, x.id, n)
+		}
+	}
+	v.Tokens = append([]string(nil), v.Tokens...)
+	v.Scores = append([]float32(nil), v.Scores...)
+	v.Types = append([]int32(nil), v.Types...)
+
+	t := &Tokenizer{v: v, pieces: make(map[string]int, n), surface: make([]string, n)}
+	for i := range t.byteTok {
+		t.byteTok[i] = -1
+	}
+	for id, tok := range v.Tokens {
+		switch v.Types[id] {
+		case Normal, UserDefined:
+			if tok == "" {
+				return nil, fmt.Errorf("tokenizer: token %d is empty", id)
+			}
+			// SentencePiece rejects duplicate pieces; keeping the first
+			// makes the choice deterministic for sloppy conversions.
+			if _, dup := t.pieces[tok]; !dup {
+				t.pieces[tok] = id
+			}
+			if v.Types[id] == UserDefined {
+				t.userDefined[tok[0]] = append(t.userDefined[tok[0]], tok)
+			}
+			t.surface[id] = strings.ReplaceAll(tok, space, " ")
+		case Unused:
+			t.surface[id] = strings.ReplaceAll(tok, space, " ")
+		case Control:
+		case Unknown:
+			t.surface[id] = unkSurface
+		case Byte:
+			b, ok := parseByteToken(tok)
+			if !ok {
+				return nil, fmt.Errorf("tokenizer: byte token %d is %q, want <0xNN>", id, tok)
+			}
+			if t.byteTok[b] < 0 {
+				t.byteTok[b] = id
+			}
+			t.hasBytes = true
+			t.surface[id] = string([]byte{b})
+		default:
+			return nil, fmt.Errorf("tokenizer: token %d (%q) has unknown type %d", id, tok, v.Types[id])
+		}
+	}
+	for i := range t.userDefined {
+		u := t.userDefined[i]
+		sort.SliceStable(u, func(a, b int) bool { return len(u[a]) > len(u[b]) })
+	}
+	return t, nil
+}
+
+func parseByteToken(s string) (byte, bool) {
+	if len(s) != 6 || s[:3] != "<0x" || s[5] != '>' {
+		return 0, false
+	}
+	hi, ok1 := hexVal(s[3])
+	lo, ok2 := hexVal(s[4])
+	return hi<<4 | lo, ok1 && ok2
+}
+
+func hexVal(c byte) (byte, bool) {
+	switch {
+	case '0' <= c && c <= '9':
+		return c - '0', true
+	case 'a' <= c && c <= 'f':
+		return c - 'a' + 10, true
+	case 'A' <= c && c <= 'F':
+		return c - 'A' + 10, true
+	}
+	return 0, false
+}
+
+// BOS returns the beginning-of-sequence id, or -1.
+func (t *Tokenizer) BOS() int { return t.v.BOS }
+
+// EOS returns the end-of-sequence id, or -1.
+func (t *Tokenizer) EOS() int { return t.v.EOS }
+
+// Size returns the number of tokens.
+func (t *Tokenizer) Size() int { return len(t.v.Tokens) }
+
+// Vocab returns a copy of the vocabulary.
+func (t *Tokenizer) Vocab() Vocab {
+	v := t.v
+	v.Tokens = append([]string(nil), v.Tokens...)
+	v.Scores = append([]float32(nil), v.Scores...)
+	v.Types = append([]int32(nil), v.Types...)
+	return v
+}
