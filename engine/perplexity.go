@@ -29,7 +29,14 @@ type Window struct {
 // BOS in place of its first token, and only the second half of each window is
 // scored, so every scored token sees at least nctx/2 tokens of context.
 func (m *Model) ComputePerplexity(text string, nctx int, pool *ops.Pool, log io.Writer) (*Perplexity, error) {
-	tokens := m.Encode(text)
+	return m.ScoreTokens(m.Encode(text), nctx, pool, log)
+}
+
+// ScoreTokens is ComputePerplexity on tokens already encoded.
+func (m *Model) ScoreTokens(tokens []int, nctx int, pool *ops.Pool, log io.Writer) (*Perplexity, error) {
+	if nctx < 4 {
+		return nil, fmt.Errorf("a context of %d is too small to score", nctx)
+	}
 	if len(tokens) < 2*nctx {
 		return nil, fmt.Errorf("the text has %d tokens; perplexity with a context of %d needs at least %d", len(tokens), nctx, 2*nctx)
 	}

@@ -78,6 +78,10 @@ func TestBadInput(t *testing.T) {
 	openErr(t, header("GGUX", 3, 0, 0).Bytes(), `bad magic "GGUX"`)
 	openErr(t, header("GGUF", 1, 0, 0).Bytes(), "unsupported GGUF version 1")
 	openErr(t, []byte("GG"), "truncated at byte 2")
+	openErr(t, nil, "truncated at byte 0")
+	missing := filepath.Join(t.TempDir(), "missing.gguf")
+	_, err = Open(missing)
+	require.ErrorContains(t, err, missing+": open: no such file")
 
 	kv := func(key string, typ uint32) *raw { return header("GGUF", 3, 0, 1).str(key).u32(typ) }
 	openErr(t, kv("a.b", uint32(Array)).u32(uint32(Uint32)).u64(1<<60).Bytes(), `metadata key "a.b"`, "1152921504606846976")

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math/bits"
+	"os"
 	"reflect"
 
 	"github.com/pinfer/pinfer/ops"
@@ -155,7 +156,9 @@ func (d *decoder) array(depth int) Value {
 // Open maps and validates a GGUF or PWRI file.
 func Open(path string) (*File, error) {
 	data, unmap, err := mapFile(path)
-	if err != nil {
+	if pe, ok := err.(*os.PathError); ok {
+		return nil, fmt.Errorf("%s: %s: %w", path, pe.Op, pe.Err)
+	} else if err != nil {
 		return nil, err
 	}
 	f := &File{Path: path, data: data, unmap: unmap}

@@ -1,0 +1,162 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/pinfer/pinfer/internal/fixtures"
+	"github.com/stretchr/testify/require"
+)
+
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "pinfer-cli-")
+	if err != nil {
+		panic(err)
+	}
+	binary = filepath.Join(dir, "pinfer")
+	if out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput(); err != nil {
+		panic(string(out))
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func pinfer(t *testing.T, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	cmd := exec.Command(binary, args...)
+	cmd.Env = append(os.Environ(), "XDG_CACHE_HOME="+t.TempDir())
+	var o, e bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &o, &e
+	err := cmd.Run()
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else {
+		require.NoError(t, err)
+	}
+	return o.String(), e.String(), code
+}
+
+type reference struct {
+	Prompts []struct {
+		Text       string    `json:"text"`
+		IDs        []int     `json:"ids"`
+		GreedyIDs  []int     `json:"greedy_ids"`
+		LastLogits []float32 `json:"last_logits"`
+	} `json:"prompts"`
+}
+
+// The README's first command: the built-in model (f16, lossless from the
+// checkpoint) continues a prompt exactly as PyTorch does.
+func TestRunDefaultModelJSON(t *testing.T) {
+	var ref reference
+	b, err := os.ReadFile(fixtures.Path(t, "shakespeare-relu-6m", "reference.json"))
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(b, &ref))
+	p := ref.Prompts[1]
+
+	out, stderr, code := pinfer(t, "run", "-p", p.Text, "-n", "24", "--temp", "0", "--json", "--top-logits", "5")
+	require.Zero(t, code, stderr)
+	var res struct {
+		PromptTokens []int  `json:"prompt_tokens"`
+		Tokens       []int  `json:"tokens"`
+		Text         string `json:"text"`
+		TopLogits    []struct {
+			ID    int
+			Logit float32
+		} `json:"top_logits"`
+		Timings map[string]float64 `json:"timings"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &res))
+	require.Equal(t, p.IDs, res.PromptTokens)
+	require.Equal(t, p.GreedyIDs[:24], res.Tokens)
+	require.NotEmpty(t, res.Text)
+	require.Contains(t, res.Timings, "predicted_per_second")
+
+	order := make([]int, len(p.LastLogits))
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(a, b int) bool { return p.LastLogits[order[a]] > p.LastLogits[order[b]] })
+	require.Len(t, res.TopLogits, 5)
+	for k, tl := range res.TopLogits {
+		require.Equal(t, order[k], tl.ID)
+		require.InDelta(t, p.LastLogits[order[k]], tl.Logit, 2e-3)
+	}
+
+	// Streaming mode prints the prompt, the same continuation, then timings.
+	out, stderr, code = pinfer(t, "run", "-p", p.Text, "-n", "24", "--temp", "0")
+	require.Zero(t, code, stderr)
+	require.Equal(t, p.Text+res.Text, out)
+	require.Contains(t, stderr, "tokens per second")
+}
+
+func TestTokenize(t *testing.T) {
+	out, stderr, code := pinfer(t, "tokenize", "-p", "ROMEO:", "--json")
+	require.Zero(t, code, stderr)
+	require.JSONEq(t, "[1, 870, 983]", out)
+}
+
+// Bad input: a non-zero exit and one line on stderr that names the file and
+// what is wrong in it, never a panic.
+func TestBadInput(t *testing.T) {
+	dir := t.TempDir()
+	stories, err := os.ReadFile(fixtures.Path(t, "stories260K", "stories260K.gguf"))
+	require.NoError(t, err)
+	write := func(name string, b []byte) string {
+		p := filepath.Join(dir, name)
+		require.NoError(t, os.WriteFile(p, b, 0o644))
+		return p
+	}
+	truncated := write("truncated.gguf", stories[:3000])
+	pastEnd := write("pastend.gguf", stories[:len(stories)*3/4])
+	badType := append([]byte(nil), stories...)
+	i := bytes.Index(badType, []byte("token_embd.weight"))
+	require.Positive(t, i)
+	// name, then n_dims (u32) and two u64 dims, then the type id.
+	badType[i+len("token_embd.weight")+4+16] = 99
+	unknownType := write("dtype.gguf", badType)
+
+	llama, err := os.ReadFile(filepath.Join("..", "..", "models", "llama.toml"))
+	require.NoError(t, err)
+	badOp := write("badop.toml", bytes.Replace(llama, []byte(`op = "silu"`), []byte(`op = "silly"`), 1))
+	gpt2 := filepath.Join(dir, "gpt2")
+	require.NoError(t, os.Mkdir(gpt2, 0o755))
+	write("gpt2/config.json", []byte(`{"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"]}`))
+	short := write("short.txt", []byte("Once upon a time."))
+
+	cases := []struct {
+		name string
+		args []string
+		want []string
+	}{
+		{"truncated gguf", []string{"run", "-m", truncated}, []string{"truncated.gguf"}},
+		{"tensor past end", []string{"run", "-m", pastEnd}, []string{"pastend.gguf", "tensor", "past the end"}},
+		{"unknown dtype", []string{"run", "-m", unknownType}, []string{"dtype.gguf", "token_embd.weight", "99"}},
+		{"missing file", []string{"run", "-m", filepath.Join(dir, "nope.gguf")}, []string{"nope.gguf"}},
+		{"unknown op", []string{"run", "-m", fixtures.Path(t, "stories260K", "stories260K.gguf"), "-g", badOp}, []string{"badop.toml", "block.nodes[12]", `"silly"`}},
+		{"unsupported architecture", []string{"convert", gpt2, "-o", filepath.Join(dir, "x.gguf")}, []string{"config.json", "gpt2"}},
+		{"bad convert type", []string{"convert", gpt2, "-o", filepath.Join(dir, "x.gguf"), "--type", "q3"}, []string{"--type", "q3"}},
+		{"short perplexity text", []string{"perplexity", "-m", fixtures.Path(t, "stories260K", "stories260K.gguf"), "-f", short, "-c", "64"}, []string{"short.txt", "at least 128"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			stdout, stderr, code := pinfer(t, c.args...)
+			require.NotZero(t, code, "stdout: %s", stdout)
+			require.NotContains(t, stderr, "panic")
+			lines := strings.Split(strings.TrimSpace(stderr), "\n")
+			require.Len(t, lines, 1, "stderr: %s", stderr)
+			for _, w := range c.want {
+				require.Contains(t, lines[0], w)
+			}
+		})
+	}
+}
