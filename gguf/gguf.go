@@ -295,16 +295,9 @@ func (f *File) Int32s(key string) ([]int32, error) {
 		u, neg, _ := toInt(arr.Index(i).Interface())
 		x := int64(u)
 		if (!neg && u > math.MaxInt32) || x < math.MinInt32 {
-			return nil, f.keyErr(key, "element %d (%s) does not fit an int32", i, elemString(u, neg))
+			return nil, f.keyErr(key, "element %d (%v) does not fit an int32", i, arr.Index(i).Interface())
 		}
 		out[i] = int32(x)
 	}
 	return out, nil
-}
-
-func elemString(u uint64, neg bool) string {
-	if neg {
-		return fmt.Sprint(int64(u))
-	}
-	return fmt.Sprint(u)
 }

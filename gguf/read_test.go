@@ -113,4 +113,11 @@ func TestVocabOnly(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, bos)
 	assert.Equal(t, "llama", f.Arch())
+
+	// A second real vocab-only file must open too.
+	g, err := Open(filepath.Join(modelsDir(t), "vocab-phi-3", "ggml-vocab-phi-3.gguf"))
+	require.NoError(t, err)
+	defer g.Close()
+	assert.Empty(t, g.Tensors)
+	assert.NotEmpty(t, g.Arch())
 }

@@ -495,14 +495,20 @@ func (b *binder) weight(name string, slot ops.Slot) (*ops.Weight, error) {
 		if err := ops.Dequantize(ti.Type, w.Vec, data); err != nil {
 			return nil, fmt.Errorf("tensor %s in %s: %v", name, b.f.Path, err)
 		}
-	case len(w.Dims) == 2:
-		m, err := ops.NewMatrix(ti.Type, w.Dims[1], w.Dims[0], data)
+	case len(w.Dims) == 2 || len(w.Dims) == 3:
+		// A 3-D tensor (stacked experts) is one matrix of all its rows; the op
+		// that reads it slices it by Dims[1].
+		rows := w.Dims[1]
+		if len(w.Dims) == 3 {
+			rows *= w.Dims[2]
+		}
+		m, err := ops.NewMatrix(ti.Type, rows, w.Dims[0], data)
 		if err != nil {
 			return nil, fmt.Errorf("tensor %s in %s: %v", name, b.f.Path, err)
 		}
 		w.M = m
 	default:
-		return nil, fmt.Errorf("tensor %s in %s has dims %v: want 1 or 2", name, b.f.Path, ti.Dims)
+		return nil, fmt.Errorf("tensor %s in %s has dims %v: want 1, 2 or 3", name, b.f.Path, ti.Dims)
 	}
 	if slot.Vector && w.Vec == nil {
 		return nil, fmt.Errorf("tensor %s in %s has dims %v: want a vector", name, b.f.Path, ti.Dims)

@@ -152,3 +152,25 @@ func BenchmarkMatVec(b *testing.B) {
 		})
 	}
 }
+
+// Weights at an odd address cannot be viewed in place and take the byte path.
+func TestDotRowUnaligned(t *testing.T) {
+	r := rand.New(rand.NewPCG(13, 14))
+	for _, dt := range []DType{F32, F16} {
+		for _, cols := range []int{5, 37, 256} {
+			m, ref := randMatrix(t, r, dt, 3, cols)
+			odd := make([]byte, len(m.Data)+1)[1:]
+			copy(odd, m.Data)
+			mu, err := NewMatrix(dt, 3, cols, odd)
+			require.NoError(t, err)
+			x := make([]float32, cols)
+			for i := range x {
+				x[i] = float32(r.NormFloat64())
+			}
+			for i := range 3 {
+				want, mag := refDot(ref[i], x)
+				require.InDelta(t, want, mu.DotRow(i, x), 1e-5*mag+1e-6, "%s cols=%d row %d", dt, cols, i)
+			}
+		}
+	}
+}

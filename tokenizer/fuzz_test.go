@@ -4,7 +4,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
@@ -46,19 +45,16 @@ func longText() string {
 	return b.String()
 }
 
-func TestEncodeSpeed(t *testing.T) {
+// Long texts round-trip; their speed is BenchmarkEncode100KB's business.
+func TestEncodeLongText(t *testing.T) {
 	tok := loadGGUF(t, "vocab-llama-spm/ggml-vocab-llama-spm.gguf")
 	text := longText()
 	// A single 100 KB word exercises the merge queue without spaces.
 	word := strings.Repeat("abcdefghij", 10_000)
-	start := time.Now()
 	ids := tok.Encode(text, false)
 	ids2 := tok.Encode(word, false)
-	elapsed := time.Since(start)
 	require.Equal(t, text, tok.Decode(ids))
 	require.Equal(t, word, tok.Decode(ids2))
-	require.Less(t, elapsed, 500*time.Millisecond, "encoding 200 KB took %v", elapsed)
-	t.Logf("encoded %d bytes in %v", len(text)+len(word), elapsed)
 }
 
 func BenchmarkEncode100KB(b *testing.B) {

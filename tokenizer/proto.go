@@ -29,6 +29,13 @@ const (
 	modelTypeBPE = 2
 )
 
+var (
+	modelNames      = map[protowire.Number]string{modelPieces: "pieces", modelTrainer: "trainer_spec", modelNormalizer: "normalizer_spec"}
+	pieceNames      = map[protowire.Number]string{piecePiece: "piece", pieceScore: "score", pieceType: "type"}
+	trainerNames    = map[protowire.Number]string{trainerModelType: "trainer_spec.model_type", trainerByteFallback: "trainer_spec.byte_fallback", trainerUnkID: "trainer_spec.unk_id", trainerBosID: "trainer_spec.bos_id", trainerEosID: "trainer_spec.eos_id"}
+	normalizerNames = map[protowire.Number]string{normalizerAddDummyPrefix: "normalizer_spec.add_dummy_prefix"}
+)
+
 // ReadModelProto reads a SentencePiece BPE model (tokenizer.model). The
 // normalizer's character map is not applied by this package.
 func ReadModelProto(path string) (Vocab, error) {
@@ -43,7 +50,7 @@ func ReadModelProto(path string) (Vocab, error) {
 	v := Vocab{UNK: 0, BOS: 1, EOS: 2, AddSpacePrefix: true}
 	modelType, byteFallback := int64(1), false
 
-	err = walk(data, func(num protowire.Number, typ protowire.Type, val []byte, x uint64) error {
+	err = walk(data, modelNames, func(num protowire.Number, typ protowire.Type, val []byte, x uint64) error {
 		switch num {
 		case modelPieces:
 			if typ != protowire.BytesType {
@@ -58,29 +65,26 @@ func ReadModelProto(path string) (Vocab, error) {
 			if typ != protowire.BytesType {
 				return fieldErr("trainer_spec", "wire type %d, want bytes", typ)
 			}
-			return walk(val, func(num protowire.Number, typ protowire.Type, _ []byte, x uint64) error {
-				ints := map[protowire.Number]struct {
-					name string
-					dst  *int
-				}{trainerUnkID: {"unk_id", &v.UNK}, trainerBosID: {"bos_id", &v.BOS}, trainerEosID: {"eos_id", &v.EOS}}
-				switch num {
-				case trainerModelType, trainerByteFallback, trainerUnkID, trainerBosID, trainerEosID:
-					if typ != protowire.VarintType {
-						return fieldErr("trainer_spec field "+fmt.Sprint(num), "wire type %d, want varint", typ)
-					}
+			ids := map[protowire.Number]*int{trainerUnkID: &v.UNK, trainerBosID: &v.BOS, trainerEosID: &v.EOS}
+			return walk(val, trainerNames, func(num protowire.Number, typ protowire.Type, _ []byte, x uint64) error {
+				name, known := trainerNames[num]
+				if !known {
+					return nil
+				}
+				if typ != protowire.VarintType {
+					return fieldErr(name, "wire type %d, want varint", typ)
 				}
 				switch num {
 				case trainerModelType:
 					modelType = int64(x)
 				case trainerByteFallback:
 					byteFallback = x != 0
-				case trainerUnkID, trainerBosID, trainerEosID:
-					f := ints[num]
+				default:
 					// int32 fields are sign-extended to 64 bits on the wire.
 					if n := int64(x); n < math.MinInt32 || n > math.MaxInt32 {
-						return fieldErr("trainer_spec."+f.name, "%d does not fit an int32", n)
+						return fieldErr(name, "%d does not fit an int32", n)
 					}
-					*f.dst = int(int32(x))
+					*ids[num] = int(int32(x))
 				}
 				return nil
 			})
@@ -88,7 +92,7 @@ func ReadModelProto(path string) (Vocab, error) {
 			if typ != protowire.BytesType {
 				return fieldErr("normalizer_spec", "wire type %d, want bytes", typ)
 			}
-			return walk(val, func(num protowire.Number, typ protowire.Type, _ []byte, x uint64) error {
+			return walk(val, normalizerNames, func(num protowire.Number, typ protowire.Type, _ []byte, x uint64) error {
 				if num == normalizerAddDummyPrefix {
 					if typ != protowire.VarintType {
 						return fieldErr("normalizer_spec.add_dummy_prefix", "wire type %d, want varint", typ)
@@ -146,8 +150,8 @@ func fieldErr(field, format string, args ...any) error {
 }
 
 // walk calls fn for each field of a message: val for bytes fields, x for
-// varint and fixed ones.
-func walk(b []byte, fn func(num protowire.Number, typ protowire.Type, val []byte, x uint64) error) error {
+// varint and fixed ones. names labels fields in errors.
+func walk(b []byte, names map[protowire.Number]string, fn func(num protowire.Number, typ protowire.Type, val []byte, x uint64) error) error {
 	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)
 		if n < 0 {
@@ -171,7 +175,11 @@ func walk(b []byte, fn func(num protowire.Number, typ protowire.Type, val []byte
 			n = protowire.ConsumeFieldValue(num, typ, b)
 		}
 		if n < 0 {
-			return fieldErr(fmt.Sprintf("field %d", num), "%v", protowire.ParseError(n))
+			name, ok := names[num]
+			if !ok {
+				name = fmt.Sprintf("field %d", num)
+			}
+			return fieldErr(name, "%v", protowire.ParseError(n))
 		}
 		b = b[n:]
 		if err := fn(num, typ, val, x); err != nil {
@@ -184,7 +192,7 @@ func walk(b []byte, fn func(num protowire.Number, typ protowire.Type, val []byte
 func readPiece(b []byte) (piece string, score float32, typ int32, err error) {
 	typ = Normal
 	hasPiece := false
-	err = walk(b, func(num protowire.Number, wt protowire.Type, val []byte, x uint64) error {
+	err = walk(b, pieceNames, func(num protowire.Number, wt protowire.Type, val []byte, x uint64) error {
 		switch num {
 		case piecePiece:
 			if wt != protowire.BytesType {
