@@ -6,39 +6,27 @@ import (
 	"github.com/pinfer/pinfer/ops"
 )
 
-// Session runs a Program over one sequence, keeping each attention node's
-// KV cache between calls: Forward a whole prompt (prefill), then one token
-// at a time (decode).
+// Session is one sequence: its position and, per node, what the op keeps
+// between calls (the KV cache). Forward runs a whole prompt (prefill) or one
+// token at a time (decode); a Runner can run several sessions in one batch.
 type Session struct {
-	p     *Program
-	pool  *ops.Pool
-	nctx  int
-	pos   int
-	state []any // per node: whatever the op keeps (the KV cache)
-	plans map[planKey]*plan
-	bufs  [][]float32
-}
-
-type planKey struct {
-	rows int
-	all  bool
-}
-
-// plan gives each node an output tensor in a shared buffer that no later
-// reader of an earlier occupant still needs.
-type plan struct {
-	rows []int // output rows of each node
-	buf  []int // buffer index of each node
-	size []int // floats needed in each buffer
+	p      *Program
+	nctx   int
+	pos    int
+	state  []any
+	runner *Runner // for Forward on this session alone
 }
 
 // NewSession starts an empty sequence of at most nctx positions.
 func (p *Program) NewSession(nctx int, pool *ops.Pool) *Session {
-	return &Session{p: p, pool: pool, nctx: nctx, state: make([]any, len(p.Nodes)), plans: map[planKey]*plan{}}
+	return &Session{p: p, nctx: nctx, state: make([]any, len(p.Nodes)), runner: p.NewRunner(pool)}
 }
 
 // Pos is the number of positions already in the cache.
 func (s *Session) Pos() int { return s.pos }
+
+// NCtx is the session's context length.
+func (s *Session) NCtx() int { return s.nctx }
 
 // Reset empties the sequence; the caches are kept and overwritten.
 func (s *Session) Reset() { s.pos = 0 }
@@ -47,55 +35,120 @@ func (s *Session) Reset() { s.pos = 0 }
 // token when all is set, else of the last one only. The result is valid until
 // the next call.
 func (s *Session) Forward(tokens []int, all bool) (*ops.Tensor, error) {
-	T := len(tokens)
-	if T == 0 {
-		return nil, fmt.Errorf("no tokens to run")
+	return s.runner.Forward([]*Session{s}, [][]int{tokens}, all)
+}
+
+// Runner owns the activation buffers, so it runs one batch at a time.
+type Runner struct {
+	p     *Program
+	pool  *ops.Pool
+	plans map[string]*plan
+	bufs  [][]float32
+}
+
+// NewRunner makes a runner for batches of p's sessions.
+func (p *Program) NewRunner(pool *ops.Pool) *Runner {
+	return &Runner{p: p, pool: pool, plans: map[string]*plan{}}
+}
+
+// Forward runs each session's tokens as one batch: the rows of all sessions
+// go through every matrix together. It returns the logits of every row when
+// all is set, else of each session's last row, in session order.
+func (r *Runner) Forward(seqs []*Session, tokens [][]int, all bool) (*ops.Tensor, error) {
+	var rows []ops.Row
+	var ids, pos []float32
+	var outRows []int // rows whose logits are wanted
+	for k, s := range seqs {
+		if s.p != r.p {
+			return nil, fmt.Errorf("session %d belongs to another model", k)
+		}
+		T := len(tokens[k])
+		if T == 0 {
+			return nil, fmt.Errorf("session %d: no tokens to run", k)
+		}
+		if s.pos+T > s.nctx {
+			return nil, fmt.Errorf("context is full: %d positions used, %d more asked, context size %d", s.pos, T, s.nctx)
+		}
+		for i, t := range tokens[k] {
+			rows = append(rows, ops.Row{Pos: s.pos + i, NCtx: s.nctx})
+			ids = append(ids, float32(t))
+			pos = append(pos, float32(s.pos+i))
+			if all || i == T-1 {
+				outRows = append(outRows, len(rows)-1)
+			}
+		}
 	}
-	if s.pos+T > s.nctx {
-		return nil, fmt.Errorf("context is full: %d positions used, %d more asked, context size %d", s.pos, T, s.nctx)
+	N := len(rows)
+	if len(outRows) == N {
+		outRows = nil // every row: no gather needed
 	}
-	ids := &ops.Tensor{Rows: T, Cols: 1, Data: make([]float32, T)}
-	pos := &ops.Tensor{Rows: T, Cols: 1, Data: make([]float32, T)}
-	for i, t := range tokens {
-		ids.Data[i] = float32(t)
-		pos.Data[i] = float32(s.pos + i)
-	}
-	pl := s.planFor(T, all)
-	outs := make([]*ops.Tensor, len(s.p.Nodes))
-	for i, n := range s.p.Nodes {
+	pl := r.planFor(N, len(outRows))
+	srcIDs := &ops.Tensor{Rows: N, Cols: 1, Data: ids}
+	srcPos := &ops.Tensor{Rows: N, Cols: 1, Data: pos}
+	outs := make([]*ops.Tensor, len(r.p.Nodes))
+	for i, n := range r.p.Nodes {
 		in := make([]*ops.Tensor, len(n.In))
 		for k, src := range n.In {
 			switch src {
 			case srcTokens:
-				in[k] = ids
+				in[k] = srcIDs
 			case srcPositions:
-				in[k] = pos
+				in[k] = srcPos
 			default:
 				in[k] = outs[src]
 			}
 		}
-		rows := pl.rows[i]
-		outs[i] = &ops.Tensor{Rows: rows, Cols: n.Cols, Data: s.bufs[pl.buf[i]][:rows*n.Cols]}
-		c := &ops.Ctx{In: in, Out: outs[i], W: n.W, A: n.A, Pos: s.pos, Pool: s.pool, State: &s.state[i], NCtx: s.nctx}
+		// Each row's state slot is its own session's.
+		for j := range rows {
+			rows[j].State = nil
+		}
+		j := 0
+		for k, s := range seqs {
+			for range tokens[k] {
+				rows[j].State = &s.state[i]
+				j++
+			}
+		}
+		c := &ops.Ctx{In: in, W: n.W, A: n.A, Rows: rows, Pool: r.pool}
+		nrows := N
+		if pl.trimmed[i] {
+			c.OutRows, nrows = outRows, len(outRows)
+		}
+		outs[i] = &ops.Tensor{Rows: nrows, Cols: n.Cols, Data: r.bufs[pl.buf[i]][:nrows*n.Cols]}
+		c.Out = outs[i]
 		if err := n.Op.Run(c); err != nil {
 			return nil, fmt.Errorf("%s: %v", n.Where, err)
 		}
 	}
-	s.pos += T
-	out := outs[s.p.Output]
-	if !all && out.Rows > 1 {
-		out = &ops.Tensor{Rows: 1, Cols: out.Cols, Data: out.Row(out.Rows - 1)}
+	for k, s := range seqs {
+		s.pos += len(tokens[k])
+	}
+	out := outs[r.p.Output]
+	if outRows != nil && !pl.trimmed[r.p.Output] {
+		// The output op cannot skip rows: pick the wanted ones afterwards.
+		picked := &ops.Tensor{Rows: len(outRows), Cols: out.Cols}
+		for _, row := range outRows {
+			picked.Data = append(picked.Data, out.Row(row)...)
+		}
+		out = picked
 	}
 	return out, nil
 }
 
-func (s *Session) planFor(T int, all bool) *plan {
-	key := planKey{T, all}
-	if pl, ok := s.plans[key]; ok {
+// plan gives each node an output buffer shared with nodes whose results are
+// no longer needed by the time it runs.
+type plan struct {
+	trimmed []bool // the node computes only the wanted output rows
+	buf     []int  // buffer index of each node
+}
+
+func (r *Runner) planFor(rows, outRows int) *plan {
+	key := fmt.Sprint(rows, outRows)
+	if pl, ok := r.plans[key]; ok {
 		return pl
 	}
-	nodes := s.p.Nodes
-	pl := &plan{rows: make([]int, len(nodes)), buf: make([]int, len(nodes))}
+	nodes := r.p.Nodes
+	pl := &plan{trimmed: make([]bool, len(nodes)), buf: make([]int, len(nodes))}
 	lastUse := make([]int, len(nodes))
 	for i, n := range nodes {
 		lastUse[i] = i
@@ -105,26 +158,26 @@ func (s *Session) planFor(T int, all bool) *plan {
 			}
 		}
 	}
-	lastUse[s.p.Output] = len(nodes)
+	lastUse[r.p.Output] = len(nodes)
+	var size []int
 	var free []int
 	for i, n := range nodes {
-		pl.rows[i] = T
-		if i == s.p.Output && !all && n.Op.LastRows {
-			pl.rows[i] = 1
+		need := rows * n.Cols
+		if i == r.p.Output && outRows > 0 && n.Op.LastRows {
+			pl.trimmed[i] = true
+			need = outRows * n.Cols
 		}
-		need := pl.rows[i] * n.Cols
-		best := pickBuffer(free, pl.size, need)
-		if best < 0 {
-			pl.buf[i] = len(pl.size)
-			pl.size = append(pl.size, need)
+		if best := pickBuffer(free, size, need); best < 0 {
+			pl.buf[i] = len(size)
+			size = append(size, need)
 		} else {
 			b := free[best]
 			free = append(free[:best], free[best+1:]...)
 			pl.buf[i] = b
-			pl.size[b] = max(pl.size[b], need)
+			size[b] = max(size[b], need)
 		}
-		// Inputs whose last reader is this node free their buffers after it
-		// runs, never before: an op may read and write different buffers only.
+		// An input's buffer is free once its last reader has run; an op never
+		// writes into its own input.
 		for _, src := range uniq(n.In) {
 			if src >= 0 && lastUse[src] == i {
 				free = append(free, pl.buf[src])
@@ -134,15 +187,15 @@ func (s *Session) planFor(T int, all bool) *plan {
 			free = append(free, pl.buf[i])
 		}
 	}
-	for b, sz := range pl.size {
-		if b >= len(s.bufs) {
-			s.bufs = append(s.bufs, nil)
+	for b, sz := range size {
+		if b >= len(r.bufs) {
+			r.bufs = append(r.bufs, nil)
 		}
-		if len(s.bufs[b]) < sz {
-			s.bufs[b] = make([]float32, sz)
+		if len(r.bufs[b]) < sz {
+			r.bufs[b] = make([]float32, sz)
 		}
 	}
-	s.plans[key] = pl
+	r.plans[key] = pl
 	return pl
 }
 

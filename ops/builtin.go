@@ -51,9 +51,11 @@ func init() {
 				return w.M.Rows, vecFits(s.W[1], w.M.Rows)
 			},
 			Run: func(c *Ctx) error {
-				in := c.In[0]
-				skip := in.Rows - c.Out.Rows // LastRows: only the final rows
-				MatMul(c.Pool, c.Out.Data, c.W[0].M, in.Data[skip*in.Cols:], c.Out.Rows)
+				x := c.In[0].Data
+				if c.OutRows != nil {
+					x = gatherRows(c.In[0], c.OutRows)
+				}
+				MatMul(c.Pool, c.Out.Data, c.W[0].M, x, c.Out.Rows)
 				if b := c.W[1]; b != nil {
 					for t := 0; t < c.Out.Rows; t++ {
 						Axpy(c.Out.Row(t), 1, b.Vec)
@@ -120,7 +122,7 @@ func init() {
 			neox := c.A.Str("mode") == "neox"
 			copy(c.Out.Data, c.In[0].Data[:len(c.Out.Data)])
 			for t := 0; t < c.Out.Rows; t++ {
-				RoPE(c.Out.Row(t), nh, hd, nrot, c.Pos+t, c.A.Float("theta"), neox)
+				RoPE(c.Out.Row(t), nh, hd, nrot, c.Rows[t].Pos, c.A.Float("theta"), neox)
 			}
 			return nil
 		}})
@@ -179,55 +181,71 @@ func attentionShape(s *ShapeArgs) (int, error) {
 	return s.In[2] / nkv * nh, nil
 }
 
-// kvCache keeps every position's k and v rows of one attention node.
+// kvCache keeps every position's k and v rows of one attention node and
+// one sequence.
 type kvCache struct{ k, v []float32 }
 
 func attention(c *Ctx) error {
 	q, k, v := c.In[0], c.In[1], c.In[2]
 	nh, nkv := c.A.Int("n_head"), c.A.Int("n_head_kv")
 	hd, vd := q.Cols/nh, v.Cols/nkv
-	T := q.Rows
-	if c.Pos+T > c.NCtx {
-		return fmt.Errorf("context is full: %d positions used, %d more asked, context %d", c.Pos, T, c.NCtx)
+	// Store every row's k and v first: a prompt's rows attend to each other.
+	caches := make([]*kvCache, q.Rows)
+	for t, r := range c.Rows {
+		if r.Pos >= r.NCtx {
+			return fmt.Errorf("context is full: position %d, context %d", r.Pos, r.NCtx)
+		}
+		kv, _ := (*r.State).(*kvCache)
+		if kv == nil {
+			kv = &kvCache{k: make([]float32, r.NCtx*k.Cols), v: make([]float32, r.NCtx*v.Cols)}
+			*r.State = kv
+		}
+		copy(kv.k[r.Pos*k.Cols:], k.Row(t))
+		copy(kv.v[r.Pos*v.Cols:], v.Row(t))
+		caches[t] = kv
 	}
-	kv, _ := (*c.State).(*kvCache)
-	if kv == nil {
-		kv = &kvCache{k: make([]float32, c.NCtx*k.Cols), v: make([]float32, c.NCtx*v.Cols)}
-		*c.State = kv
-	}
-	copy(kv.k[c.Pos*k.Cols:], k.Data[:T*k.Cols])
-	copy(kv.v[c.Pos*v.Cols:], v.Data[:T*v.Cols])
 
 	scale := float32(c.A.Float("scale"))
 	if scale == 0 {
 		scale = float32(1 / math.Sqrt(float64(hd)))
 	}
 	window, group := c.A.Int("window"), nh/nkv
-	skip := T - c.Out.Rows
-	c.Pool.Run(c.Out.Rows*nh, func(lo, hi int) {
-		scores := make([]float32, c.Pos+T)
+	c.Pool.Run(q.Rows*nh, func(lo, hi int) {
+		var scores []float32
 		for job := lo; job < hi; job++ {
-			t, h := job/nh+skip, job%nh
-			p := c.Pos + t
+			t, h := job/nh, job%nh
+			p, kv := c.Rows[t].Pos, caches[t]
 			first := 0
 			if window > 0 && p-window+1 > first {
 				first = p - window + 1
 			}
 			qh := q.Row(t)[h*hd : (h+1)*hd]
 			kvh := h / group
+			if cap(scores) < p+1-first {
+				scores = make([]float32, p+1-first)
+			}
 			s := scores[:p+1-first]
 			for j := range s {
-				pos := first + j
-				s[j] = Dot(qh, kv.k[pos*k.Cols+kvh*hd:pos*k.Cols+(kvh+1)*hd]) * scale
+				at := (first+j)*k.Cols + kvh*hd
+				s[j] = Dot(qh, kv.k[at:at+hd]) * scale
 			}
 			Softmax(s)
-			out := c.Out.Row(t - skip)[h*vd : (h+1)*vd]
+			out := c.Out.Row(t)[h*vd : (h+1)*vd]
 			clear(out)
 			for j, w := range s {
-				pos := first + j
-				Axpy(out, w, kv.v[pos*v.Cols+kvh*vd:pos*v.Cols+(kvh+1)*vd])
+				at := (first+j)*v.Cols + kvh*vd
+				Axpy(out, w, kv.v[at:at+vd])
 			}
 		}
 	})
 	return nil
+}
+
+// gatherRows copies the chosen rows of t into one contiguous block.
+func gatherRows(t *Tensor, rows []int) []float32 {
+	out := make([]float32, 0, len(rows)*t.Cols)
+	for _, r := range rows {
+		out = append(out, t.Row(r)...)
+	}
+	return out
 }

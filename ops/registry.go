@@ -67,16 +67,26 @@ type ShapeArgs struct {
 	A  Attrs
 }
 
-// Ctx is what a kernel sees when it runs.
+// Ctx is what a kernel sees when it runs. The rows of a batch may belong to
+// several sequences (continuous batching); Rows says, for each input row,
+// where it stands in its own sequence.
 type Ctx struct {
-	In    []*Tensor
-	Out   *Tensor
-	W     []*Weight
-	A     Attrs
-	Pos   int // position of the first row in the sequence
-	Pool  *Pool
-	State *any // kept across calls for this node instance (the KV cache)
-	NCtx  int  // the session's context length
+	In   []*Tensor
+	Out  *Tensor
+	W    []*Weight
+	A    Attrs
+	Rows []Row
+	Pool *Pool
+	// OutRows, for a LastRows op, lists the input rows to compute, one per
+	// output row; nil means every row.
+	OutRows []int
+}
+
+// Row is one input row's place in its sequence.
+type Row struct {
+	Pos   int  // position in the sequence
+	NCtx  int  // the sequence's context length
+	State *any // kept across calls for this node and sequence (the KV cache)
 }
 
 // Op is one registered operator: its signature, shape rule and kernel.
@@ -89,8 +99,8 @@ type Op struct {
 	// Shape returns the width of the output rows, or why the inputs do not fit.
 	Shape func(s *ShapeArgs) (int, error)
 	Run   func(c *Ctx) error
-	// LastRows ops may be asked for fewer output rows than input rows; they
-	// then compute only the last ones (the output projection in decode).
+	// LastRows ops may be asked to compute only some rows (Ctx.OutRows): the
+	// output projection needs only each sequence's last row in decode.
 	LastRows bool
 }
 
