@@ -5,7 +5,9 @@ import (
 	"sort"
 	"time"
 
+	"github.com/pinfer/pinfer/graph"
 	"github.com/pinfer/pinfer/ops"
+	"github.com/pinfer/pinfer/predictors"
 	"github.com/pinfer/pinfer/sample"
 )
 
@@ -16,9 +18,10 @@ type Options struct {
 	Ctx       int // context size; 0: the model's, at most 4096
 	Threads   int
 	Sample    sample.Params
-	TopLogits int          // report the K largest logits at the last prompt position
-	OnText    func(string) // streamed text, as it becomes complete
-	Pool      *ops.Pool    // optional; else one is made for Threads
+	TopLogits int                  // report the K largest logits at the last prompt position
+	OnText    func(string)         // streamed text, as it becomes complete
+	Predictor predictors.Predictor // chooses sparse FFN neurons; nil: every neuron
+	Pool      *ops.Pool            // optional; else one is made for Threads
 }
 
 // Logit is one entry of a top-logits list.
@@ -42,13 +45,21 @@ type Timings struct {
 
 // Result of one generation.
 type Result struct {
-	PromptTokens []int     `json:"prompt_tokens"`
-	Tokens       []int     `json:"tokens"`
-	Text         string    `json:"text"`
-	TopLogits    []Logit   `json:"top_logits,omitempty"`
-	StopReason   string    `json:"stop_reason"`
-	Timings      Timings   `json:"timings"`
-	LastLogits   []float32 `json:"-"` // logits at the last prompt position
+	PromptTokens []int        `json:"prompt_tokens"`
+	Tokens       []int        `json:"tokens"`
+	Text         string       `json:"text"`
+	TopLogits    []Logit      `json:"top_logits,omitempty"`
+	StopReason   string       `json:"stop_reason"`
+	Timings      Timings      `json:"timings"`
+	Stats        *SparseStats `json:"stats,omitempty"`
+	LastLogits   []float32    `json:"-"` // logits at the last prompt position
+}
+
+// SparseStats says what the sparse FFNs did during a run.
+type SparseStats struct {
+	Predictor      string    `json:"predictor"`
+	ActiveFraction []float64 `json:"active_fraction"` // per sparse layer, in layer order
+	PredictorShare float64   `json:"predictor_time_share"`
 }
 
 // Generate runs the prompt and then samples up to opt.N tokens.
@@ -71,6 +82,7 @@ func (m *Model) Generate(opt Options) (*Result, error) {
 		return nil, fmt.Errorf("the prompt has %d tokens but the context is %d (raise -c)", len(res.PromptTokens), nctx)
 	}
 	sess := m.NewSession(nctx, pool)
+	sess.SetPredictor(opt.Predictor)
 	smp := sample.New(opt.Sample)
 	for _, id := range res.PromptTokens {
 		smp.Accept(id)
@@ -125,6 +137,7 @@ func (m *Model) Generate(opt Options) (*Result, error) {
 	res.Timings.EvalN = len(res.Tokens)
 	res.Timings.EvalMs = ms(time.Since(start))
 	res.Timings.fill()
+	res.Stats = m.sparseStats(sess.Runner(), opt.Predictor)
 	return res, nil
 }
 
@@ -153,4 +166,21 @@ func topK(logits []float32, k int) []Logit {
 		out[i] = Logit{idx[i], logits[idx[i]]}
 	}
 	return out
+}
+
+func (m *Model) sparseStats(r *graph.Runner, p predictors.Predictor) *SparseStats {
+	if len(m.Prog.Layers) == 0 {
+		return nil
+	}
+	st := &SparseStats{Predictor: "dense"}
+	if p != nil {
+		st.Predictor = p.Name()
+	}
+	for k := range m.Prog.Layers {
+		st.ActiveFraction = append(st.ActiveFraction, r.Stats.ActiveFraction(m.Prog, k))
+	}
+	if r.Stats.Total > 0 {
+		st.PredictorShare = r.Stats.Predict.Seconds() / r.Stats.Total.Seconds()
+	}
+	return st
 }

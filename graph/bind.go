@@ -9,6 +9,7 @@ import (
 
 	"github.com/pinfer/pinfer/gguf"
 	"github.com/pinfer/pinfer/ops"
+	"github.com/pinfer/pinfer/predictors"
 )
 
 // Sources are the inputs a graph gets from outside, as [T,1] id columns.
@@ -23,10 +24,11 @@ var sources = map[string]int{"tokens": srcTokens, "positions": srcPositions}
 // and put in execution order.
 type Program struct {
 	Spec   *Spec
-	Params map[string]any // resolved: int64, float64, string or bool
-	Nodes  []*Node        // in execution order
-	Output int            // index in Nodes of the logits
-	Vocab  int            // width of the logits
+	Params map[string]any      // resolved: int64, float64, string or bool
+	Nodes  []*Node             // in execution order
+	Output int                 // index in Nodes of the logits
+	Vocab  int                 // width of the logits
+	Layers []*predictors.Layer // one per sparse FFN node, in execution order
 }
 
 // Node is one bound operator instance.
@@ -38,6 +40,7 @@ type Node struct {
 	W     []*ops.Weight
 	A     ops.Attrs
 	Cols  int
+	Layer *predictors.Layer // for a sparse op: what its predictor sees
 }
 
 type flatNode struct {
@@ -81,6 +84,10 @@ func Build(spec *Spec, f *gguf.File) (*Program, error) {
 		n, err := b.bindNode(fn, inputs[fi], index, p.Nodes)
 		if err != nil {
 			return nil, err
+		}
+		if op := n.Op; op.Sparse {
+			n.Layer = sparseLayer(n, fn.block)
+			p.Layers = append(p.Layers, n.Layer)
 		}
 		p.Nodes = append(p.Nodes, n)
 	}
@@ -176,6 +183,20 @@ func scalar(v gguf.Value) (any, error) {
 		return x, nil
 	}
 	return nil, fmt.Errorf("want a scalar, got an array")
+}
+
+// sparseLayer describes a sparse_ffn node to predictors: its weight slots
+// are gate, up, down, fc1, fc2.
+func sparseLayer(n *Node, block int) *predictors.Layer {
+	l := &predictors.Layer{Index: block, Gate: n.W[0].M, NEmbd: n.W[0].M.Cols, NFF: n.W[0].M.Rows,
+		Act: n.A.Str("act"), Threshold: float32(n.A.Float("threshold")), PredCut: float32(n.A.Float("pred_threshold"))}
+	if n.W[1] != nil {
+		l.Up = n.W[1].M
+	}
+	if n.W[3] != nil {
+		l.FC1, l.FC2 = n.W[3].M, n.W[4].M
+	}
+	return l
 }
 
 func (b *binder) flatten() ([]flatNode, error) {
@@ -341,6 +362,9 @@ func (b *binder) bindNode(fn flatNode, in []int, index []int, done []*Node) (*No
 
 func (b *binder) bindAttrs(fn flatNode, op *ops.Op, n *Node) error {
 	known := map[string]bool{}
+	for _, s := range op.Weights {
+		known[s.Name] = true
+	}
 	for _, a := range op.Attrs {
 		known[a.Name] = true
 		raw, set := fn.spec.Attrs[a.Name]
@@ -360,10 +384,13 @@ func (b *binder) bindAttrs(fn flatNode, op *ops.Op, n *Node) error {
 	for k := range fn.spec.Attrs {
 		if !known[k] {
 			var names []string
+			for _, s := range op.Weights {
+				names = append(names, s.Name)
+			}
 			for _, a := range op.Attrs {
 				names = append(names, a.Name)
 			}
-			return fmt.Errorf("%s: op %s has no attribute %q (it has: weight, bias, %s)", fn.where, op.Name, k, strings.Join(names, ", "))
+			return fmt.Errorf("%s: op %s has no attribute %q (it has: %s)", fn.where, op.Name, k, strings.Join(names, ", "))
 		}
 	}
 	return nil
@@ -430,23 +457,29 @@ func asInt(v any) (int64, error) {
 }
 
 func (b *binder) bindWeights(fn flatNode, op *ops.Op, n *Node) error {
-	for k := range fn.spec.Weights {
-		found := false
-		for _, s := range op.Weights {
-			found = found || s.Name == k
-		}
-		if !found {
-			return fmt.Errorf("%s: op %s takes no %s", fn.where, op.Name, k)
-		}
-	}
 	for _, slot := range op.Weights {
-		names := fn.spec.Weights[slot.Name]
+		var names []string
+		if raw, ok := fn.spec.Attrs[slot.Name]; ok {
+			var err error
+			if names, err = stringList(raw); err != nil {
+				return fmt.Errorf("%s: %s: %v", fn.where, slot.Name, err)
+			}
+		}
 		if len(names) == 0 {
 			if !slot.Optional {
 				return fmt.Errorf("%s: op %s needs a %s", fn.where, op.Name, slot.Name)
 			}
 			n.W = append(n.W, nil)
 			continue
+		}
+		// A final "?" lets an optional weight be absent from the file.
+		mayLack := false
+		if last := names[len(names)-1]; strings.HasSuffix(last, "?") {
+			if !slot.Optional {
+				return fmt.Errorf("%s: %s %q: only an optional weight may end in ?", fn.where, slot.Name, last)
+			}
+			names = append(names[:len(names)-1:len(names)-1], strings.TrimSuffix(last, "?"))
+			mayLack = true
 		}
 		var tried []string
 		var w *ops.Weight
@@ -460,12 +493,21 @@ func (b *binder) bindWeights(fn flatNode, op *ops.Op, n *Node) error {
 			}
 			tried = append(tried, name)
 			var err error
-			if w, err = b.weight(name, slot); err != nil {
+			if inner, ok := strings.CutPrefix(name, "transpose("); ok && strings.HasSuffix(inner, ")") {
+				w, err = b.transposed(strings.TrimSuffix(inner, ")"))
+			} else {
+				w, err = b.weight(name, slot)
+			}
+			if err != nil {
 				return fmt.Errorf("%s: %s: %v", fn.where, slot.Name, err)
 			}
 			if w != nil {
 				break
 			}
+		}
+		if w == nil && mayLack {
+			n.W = append(n.W, nil)
+			continue
 		}
 		if w == nil {
 			return fmt.Errorf("%s: %s: tensor %s is not in %s", fn.where, slot.Name, strings.Join(tried, " or "), b.f.Path)
@@ -514,5 +556,30 @@ func (b *binder) weight(name string, slot ops.Slot) (*ops.Weight, error) {
 		return nil, fmt.Errorf("tensor %s in %s has dims %v: want a vector", name, b.f.Path, ti.Dims)
 	}
 	b.weights[name] = w
+	return w, nil
+}
+
+// transposed loads a 2-D tensor and transposes it once, at load: the sparse
+// FFN reads down projections one neuron row at a time, which a plain
+// llama.cpp ffn_down {n_ff, n_embd} stores as columns. Plain types keep their
+// type; quantized ones become q8_0 (one requantization, at load only).
+func (b *binder) transposed(name string) (*ops.Weight, error) {
+	key := "transpose(" + name + ")"
+	if w, ok := b.weights[key]; ok {
+		return w, nil
+	}
+	src, err := b.weight(name, ops.Slot{})
+	if err != nil || src == nil {
+		return src, err
+	}
+	if src.M == nil || len(src.Dims) != 2 {
+		return nil, fmt.Errorf("tensor %s in %s has dims %v: only a matrix can be transposed", name, b.f.Path, src.Dims)
+	}
+	t, err := ops.Transpose(src.M)
+	if err != nil {
+		return nil, fmt.Errorf("tensor %s in %s: %v", name, b.f.Path, err)
+	}
+	w := &ops.Weight{Name: key, Dims: []int{src.Dims[1], src.Dims[0]}, M: t}
+	b.weights[key] = w
 	return w, nil
 }

@@ -2,8 +2,10 @@ package graph
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/pinfer/pinfer/ops"
+	"github.com/pinfer/pinfer/predictors"
 )
 
 // Session is one sequence: its position and, per node, what the op keeps
@@ -44,17 +46,84 @@ type Runner struct {
 	pool  *ops.Pool
 	plans map[string]*plan
 	bufs  [][]float32
+
+	// Predictor chooses each sparse FFN's neurons; nil computes them all.
+	Predictor predictors.Predictor
+	// Observe, if set, sees every sparse FFN row with the neurons chosen
+	// (nil: all): profiling and predictor training hook in here.
+	Observe func(l *predictors.Layer, in predictors.Input, active []int32)
+	// Stats accumulates what the sparse FFNs did.
+	Stats Stats
+
+	active [][]int32
+}
+
+// Stats counts, per sparse layer, the tokens seen and the neurons computed,
+// and where the time went.
+type Stats struct {
+	Tokens  []int64 // per entry of Program.Layers
+	Active  []int64
+	Predict time.Duration
+	Total   time.Duration
+}
+
+// ActiveFraction is the share of layer k's neurons computed per token.
+func (s *Stats) ActiveFraction(p *Program, k int) float64 {
+	if k >= len(s.Tokens) || s.Tokens[k] == 0 {
+		return 0
+	}
+	return float64(s.Active[k]) / float64(s.Tokens[k]) / float64(p.Layers[k].NFF)
 }
 
 // NewRunner makes a runner for batches of p's sessions.
 func (p *Program) NewRunner(pool *ops.Pool) *Runner {
-	return &Runner{p: p, pool: pool, plans: map[string]*plan{}}
+	n := len(p.Layers)
+	return &Runner{p: p, pool: pool, plans: map[string]*plan{}, Stats: Stats{Tokens: make([]int64, n), Active: make([]int64, n)}}
+}
+
+// SetPredictor chooses the session's predictor for Forward.
+func (s *Session) SetPredictor(p predictors.Predictor) { s.runner.Predictor = p }
+
+// Runner returns the runner Forward uses, for its stats and hooks.
+func (s *Session) Runner() *Runner { return s.runner }
+
+// choose asks the predictor for each row's neurons of one sparse node.
+func (r *Runner) choose(n *Node, in []*ops.Tensor, layer int) [][]int32 {
+	rows := in[0].Rows
+	for len(r.active) < rows {
+		r.active = append(r.active, nil)
+	}
+	start := time.Now()
+	for t := 0; t < rows; t++ {
+		x := predictors.Input{Normed: in[0].Row(t), Resid: in[1].Row(t), Pool: r.pool}
+		var a []int32
+		if r.Predictor != nil {
+			a = r.Predictor.Predict(n.Layer, x, r.active[t][:0])
+			r.active[t] = a
+		}
+		r.Stats.Tokens[layer]++
+		if a == nil {
+			r.Stats.Active[layer] += int64(n.Layer.NFF)
+		} else {
+			r.Stats.Active[layer] += int64(len(a))
+		}
+		if r.Observe != nil {
+			r.Observe(n.Layer, x, a)
+		}
+	}
+	r.Stats.Predict += time.Since(start)
+	if r.Predictor == nil {
+		return nil
+	}
+	return r.active[:rows]
 }
 
 // Forward runs each session's tokens as one batch: the rows of all sessions
 // go through every matrix together. It returns the logits of every row when
 // all is set, else of each session's last row, in session order.
 func (r *Runner) Forward(seqs []*Session, tokens [][]int, all bool) (*ops.Tensor, error) {
+	start := time.Now()
+	defer func() { r.Stats.Total += time.Since(start) }()
 	var rows []ops.Row
 	var ids, pos []float32
 	var outRows []int // rows whose logits are wanted
@@ -86,6 +155,7 @@ func (r *Runner) Forward(seqs []*Session, tokens [][]int, all bool) (*ops.Tensor
 	srcIDs := &ops.Tensor{Rows: N, Cols: 1, Data: ids}
 	srcPos := &ops.Tensor{Rows: N, Cols: 1, Data: pos}
 	outs := make([]*ops.Tensor, len(r.p.Nodes))
+	layer := 0
 	for i, n := range r.p.Nodes {
 		in := make([]*ops.Tensor, len(n.In))
 		for k, src := range n.In {
@@ -116,6 +186,10 @@ func (r *Runner) Forward(seqs []*Session, tokens [][]int, all bool) (*ops.Tensor
 		}
 		outs[i] = &ops.Tensor{Rows: nrows, Cols: n.Cols, Data: r.bufs[pl.buf[i]][:nrows*n.Cols]}
 		c.Out = outs[i]
+		if n.Op.Sparse {
+			c.Active = r.choose(n, in, layer)
+			layer++
+		}
 		if err := n.Op.Run(c); err != nil {
 			return nil, fmt.Errorf("%s: %v", n.Where, err)
 		}

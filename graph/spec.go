@@ -41,12 +41,11 @@ type Block struct {
 
 // NodeSpec is one node as written.
 type NodeSpec struct {
-	Path    string // key path in the file, e.g. block.nodes[3]
-	ID      string
-	Op      string
-	In      []string
-	Weights map[string][]string // slot -> alternative tensor names, first found wins
-	Attrs   map[string]any
+	Path  string // key path in the file, e.g. block.nodes[3]
+	ID    string
+	Op    string
+	In    []string
+	Attrs map[string]any // attributes, and weights named by the op's slots
 }
 
 // LoadSpecFile reads and parses a graph file.
@@ -203,7 +202,7 @@ func (p *specParser) nodes(m map[string]any, path, key string) []NodeSpec {
 	var out []NodeSpec
 	for i, t := range list {
 		np := fmt.Sprintf("%s[%d]", join(path, key), i)
-		n := NodeSpec{Path: np, Weights: map[string][]string{}, Attrs: map[string]any{}}
+		n := NodeSpec{Path: np, Attrs: map[string]any{}}
 		n.ID = p.str(t, np, "id", true)
 		n.Op = p.str(t, np, "op", true)
 		if in, ok := t["in"]; ok {
@@ -211,10 +210,6 @@ func (p *specParser) nodes(m map[string]any, path, key string) []NodeSpec {
 		}
 		for _, k := range sortedKeys(t) {
 			if nodeKeys[k] {
-				continue
-			}
-			if k == "weight" || k == "bias" {
-				n.Weights[k] = p.strings(join(np, k), t[k])
 				continue
 			}
 			n.Attrs[k] = t[k]
@@ -225,23 +220,29 @@ func (p *specParser) nodes(m map[string]any, path, key string) []NodeSpec {
 }
 
 func (p *specParser) strings(path string, v any) []string {
+	out, err := stringList(v)
+	if err != nil {
+		p.fail(path, "%v", err)
+	}
+	return out
+}
+
+func stringList(v any) ([]string, error) {
 	switch v := v.(type) {
 	case string:
-		return []string{v}
+		return []string{v}, nil
 	case []any:
 		var out []string
 		for _, e := range v {
 			s, ok := e.(string)
 			if !ok {
-				p.fail(path, "want strings, got %s", describe(e))
-				return nil
+				return nil, fmt.Errorf("want strings, got %s", describe(e))
 			}
 			out = append(out, s)
 		}
-		return out
+		return out, nil
 	}
-	p.fail(path, "want a string or a list of strings, got %s", describe(v))
-	return nil
+	return nil, fmt.Errorf("want a string or a list of strings, got %s", describe(v))
 }
 
 func join(path, key string) string {

@@ -77,6 +77,9 @@ type Ctx struct {
 	A    Attrs
 	Rows []Row
 	Pool *Pool
+	// Active, for a Sparse op, lists per row the neurons to compute, in
+	// ascending order; nil (or a nil row) means all of them.
+	Active [][]int32
 	// OutRows, for a LastRows op, lists the input rows to compute, one per
 	// output row; nil means every row.
 	OutRows []int
@@ -102,6 +105,8 @@ type Op struct {
 	// LastRows ops may be asked to compute only some rows (Ctx.OutRows): the
 	// output projection needs only each sequence's last row in decode.
 	LastRows bool
+	// Sparse ops compute only the neurons a predictor chose (Ctx.Active).
+	Sparse bool
 }
 
 var registry = map[string]*Op{}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/pinfer/pinfer/engine"
 	"github.com/pinfer/pinfer/models"
+	"github.com/pinfer/pinfer/predictors"
 	"github.com/pinfer/pinfer/sample"
 	"github.com/spf13/cobra"
 )
@@ -16,12 +17,16 @@ import (
 type modelFlags struct {
 	model, graph string
 	threads      int
+	predictor    string
+	stats        string
 }
 
 func (f *modelFlags) add(c *cobra.Command) {
 	c.Flags().StringVarP(&f.model, "model", "m", "", "GGUF model file (default: the built-in Shakespeare model)")
 	c.Flags().StringVarP(&f.graph, "graph", "g", "", "TOML graph file (default: the built-in graph matching the model)")
 	c.Flags().IntVarP(&f.threads, "threads", "t", runtime.NumCPU(), "CPU threads")
+	c.Flags().StringVar(&f.predictor, "predictor", "", "sparse FFN predictor: dense, oracle, mlp, static, or a plugin's .go file (default: mlp if the file has one, else dense)")
+	c.Flags().StringVar(&f.stats, "stats", "", "activation statistics from 'pinfer profile' (for static and plugins)")
 }
 
 func (f *modelFlags) load() (*engine.Model, error) {
@@ -32,7 +37,31 @@ func (f *modelFlags) load() (*engine.Model, error) {
 			return nil, err
 		}
 	}
-	return engine.Load(path, f.graph)
+	m, err := engine.Load(path, f.graph)
+	if err != nil {
+		return nil, err
+	}
+	if f.stats != "" {
+		if err := m.AttachStats(f.stats); err != nil {
+			m.Close()
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+// loadPredicted loads the model and makes the predictor the flags name.
+func (f *modelFlags) loadPredicted() (*engine.Model, predictors.Predictor, error) {
+	m, err := f.load()
+	if err != nil {
+		return nil, nil, err
+	}
+	p, err := m.Predictor(f.predictor)
+	if err != nil {
+		m.Close()
+		return nil, nil, err
+	}
+	return m, p, nil
 }
 
 func runCmd() *cobra.Command {
@@ -53,12 +82,12 @@ func runCmd() *cobra.Command {
 				}
 				prompt = string(b)
 			}
-			m, err := mf.load()
+			m, pred, err := mf.loadPredicted()
 			if err != nil {
 				return err
 			}
 			defer m.Close()
-			opt := engine.Options{Prompt: prompt, N: n, Ctx: nctx, Threads: mf.threads, Sample: sp, TopLogits: topLogits}
+			opt := engine.Options{Prompt: prompt, N: n, Ctx: nctx, Threads: mf.threads, Sample: sp, TopLogits: topLogits, Predictor: pred}
 			if !asJSON {
 				fmt.Print(prompt)
 				opt.OnText = func(s string) { fmt.Print(s) }

@@ -1,0 +1,32 @@
+package engine
+
+import (
+	"strings"
+
+	"github.com/pinfer/pinfer/predictors"
+)
+
+// Predictor makes the named predictor for this model: a built-in name, or
+// the path of a plugin's .go file. An empty name picks mlp when the file
+// carries fc1/fc2 for every sparse layer, else dense.
+func (m *Model) Predictor(name string) (predictors.Predictor, error) {
+	if name == "" {
+		name = "dense"
+		if len(m.Prog.Layers) > 0 && m.Prog.Layers[0].FC1 != nil {
+			name = "mlp"
+		}
+	}
+	if strings.HasSuffix(name, ".go") {
+		return predictors.LoadPlugin(name, m.Prog.Layers)
+	}
+	return predictors.New(name, m.Prog.Layers)
+}
+
+// AttachStats gives the model's sparse layers their profiled rates.
+func (m *Model) AttachStats(path string) error {
+	s, err := predictors.ReadStats(path)
+	if err != nil {
+		return err
+	}
+	return s.Attach(path, m.Prog.Layers)
+}

@@ -1,0 +1,136 @@
+package ops
+
+import (
+	"fmt"
+	"sync"
+)
+
+// The neuron-aware FFN: h = Σ_{i active} down_t[i] · act(gate[i]·x) (· up[i]·x).
+// Only the active neurons' rows of gate, up and down_t are read. With every
+// neuron active it is the dense FFN, which is what the reference tests hold
+// it to.
+
+// Activation names: relu; fatrelu (ProSparse: gate must exceed a threshold
+// above 0); drelu (Bamboo, TurboSparse: relu on gate and on up); silu and
+// gelu (dense models, which gain nothing from sparsity but run the same op).
+var ffnActs = []string{"relu", "fatrelu", "drelu", "silu", "gelu"}
+
+func init() {
+	Register(&Op{Name: "sparse_ffn",
+		Doc:    "FFN over the active neurons only; input 0 is the normed FFN input, input 1 the predictor's input (the residual before the norm)",
+		Inputs: 2, Sparse: true,
+		Weights: []Slot{{Name: "gate"}, {Name: "up", Optional: true}, {Name: "down"},
+			{Name: "fc1", Optional: true}, {Name: "fc2", Optional: true}},
+		Attrs: []AttrSpec{{Name: "act", Kind: String, Default: "relu", Enum: ffnActs},
+			{Name: "threshold", Kind: Float, Default: 0.0}, {Name: "pred_threshold", Kind: Float, Default: 0.0}},
+		Shape: sparseFFNShape,
+		Run:   sparseFFN,
+	})
+}
+
+func sparseFFNShape(s *ShapeArgs) (int, error) {
+	gate, up, down := s.W[0], s.W[1], s.W[2]
+	if s.In[0] != s.In[1] {
+		return 0, fmt.Errorf("the FFN input is %d wide but the predictor input is %d wide", s.In[0], s.In[1])
+	}
+	for _, w := range []*Weight{gate, up, down} {
+		if w != nil && w.M == nil {
+			return 0, fmt.Errorf("weight %s must be a matrix", w.Name)
+		}
+	}
+	nff := gate.M.Rows
+	if gate.M.Cols != s.In[0] {
+		return 0, fmt.Errorf("gate %s has rows of %d but the input is %d wide", gate.Name, gate.M.Cols, s.In[0])
+	}
+	if up != nil && (up.M.Rows != nff || up.M.Cols != s.In[0]) {
+		return 0, fmt.Errorf("up %s is %dx%d, want %dx%d like the gate", up.Name, up.M.Rows, up.M.Cols, nff, s.In[0])
+	}
+	if down.M.Rows != nff {
+		return 0, fmt.Errorf("down %s has %d neuron rows, the gate %d: it must be neuron-major (ffn_down_t, or transpose(ffn_down))", down.Name, down.M.Rows, nff)
+	}
+	if s.A.Str("act") == "drelu" && up == nil {
+		return 0, fmt.Errorf("act drelu needs an up weight")
+	}
+	if fc1, fc2 := s.W[3], s.W[4]; (fc1 == nil) != (fc2 == nil) {
+		return 0, fmt.Errorf("the predictor needs both fc1 and fc2")
+	} else if fc1 != nil {
+		if fc1.M == nil || fc2.M == nil || fc1.M.Cols != s.In[1] || fc2.M.Cols != fc1.M.Rows || fc2.M.Rows != nff {
+			return 0, fmt.Errorf("predictor %s / %s: want fc1 of rows %d and fc2 of %d rows of fc1's rank", fc1.Name, fc2.Name, s.In[1], nff)
+		}
+	}
+	return down.M.Cols, nil
+}
+
+// FFNActivation returns the value neuron i passes to down, given its gate
+// and up pre-activations (up is 1 for a non-gated FFN).
+func FFNActivation(act string, threshold, g, u float32) float32 {
+	switch act {
+	case "relu":
+		if g <= 0 {
+			return 0
+		}
+	case "fatrelu":
+		if g <= threshold {
+			return 0
+		}
+	case "drelu":
+		if g <= 0 || u <= 0 {
+			return 0
+		}
+	case "silu":
+		v := []float32{g}
+		SiLU(v)
+		g = v[0]
+	case "gelu":
+		v := []float32{g}
+		GELU(v)
+		g = v[0]
+	}
+	return g * u
+}
+
+func sparseFFN(c *Ctx) error {
+	gate, up, down := c.W[0].M, c.W[1], c.W[2].M
+	act, thr := c.A.Str("act"), float32(c.A.Float("threshold"))
+	nff := gate.Rows
+	for t := 0; t < c.Out.Rows; t++ {
+		x, out := c.In[0].Row(t), c.Out.Row(t)
+		var active []int32
+		if c.Active != nil {
+			active = c.Active[t]
+		}
+		n := nff
+		if active != nil {
+			n = len(active)
+		}
+		// Each worker sums its share of neurons into its own partial; the
+		// partials are added after all finish, with no shared accumulator.
+		var mu sync.Mutex
+		var partial [][]float32
+		c.Pool.Run(n, func(lo, hi int) {
+			acc := make([]float32, len(out))
+			for k := lo; k < hi; k++ {
+				i := k
+				if active != nil {
+					i = int(active[k])
+				}
+				g := gate.DotRow(i, x)
+				u := float32(1)
+				if up != nil {
+					u = up.M.DotRow(i, x)
+				}
+				if a := FFNActivation(act, thr, g, u); a != 0 {
+					down.AxpyRow(i, a, acc)
+				}
+			}
+			mu.Lock()
+			partial = append(partial, acc)
+			mu.Unlock()
+		})
+		clear(out)
+		for _, p := range partial {
+			Axpy(out, 1, p)
+		}
+	}
+	return nil
+}

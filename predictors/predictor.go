@@ -1,0 +1,179 @@
+// Package predictors decides, before an FFN runs, which of its neurons will
+// fire. The executor asks the session's predictor once per layer and token;
+// the sparse_ffn op then reads only the chosen neurons' weights.
+package predictors
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/pinfer/pinfer/ops"
+)
+
+// Layer is what a predictor may know about one FFN.
+type Layer struct {
+	Index      int // block index
+	NEmbd, NFF int
+	Gate, Up   *ops.Matrix // neuron-major; Up is nil for a non-gated FFN
+	FC1, FC2   *ops.Matrix // PowerInfer's predictor, if the file has one: relu(x·fc1)·fc2
+	Act        string      // relu, fatrelu, drelu, silu, gelu
+	Threshold  float32     // a neuron fires when gate > Threshold (FATReLU: > 0)
+	PredCut    float32     // mlp scores at or below this are skipped (powerinfer.sparse_threshold)
+	Rates      []float32   // per-neuron activation rate from a profile; nil if none
+}
+
+// Input is one token's view of a layer.
+type Input struct {
+	Resid  []float32 // the residual stream before the FFN norm: the predictor's input
+	Normed []float32 // the FFN's own input
+	Pool   *ops.Pool
+}
+
+// Predictor chooses neurons. Predict appends the chosen ids to dst in
+// ascending order and returns it; nil means every neuron.
+type Predictor interface {
+	Name() string
+	Predict(l *Layer, in Input, dst []int32) []int32
+}
+
+// Factory makes a predictor for a model's layers; it may fail, for example
+// when the file has no fc1/fc2 for mlp.
+type Factory func(layers []*Layer) (Predictor, error)
+
+var builtins = map[string]Factory{}
+
+// Register adds a built-in predictor by name.
+func Register(name string, f Factory) { builtins[name] = f }
+
+// Names lists the built-in predictors.
+func Names() []string {
+	var n []string
+	for k := range builtins {
+		n = append(n, k)
+	}
+	sort.Strings(n)
+	return n
+}
+
+// New makes the named built-in predictor.
+func New(name string, layers []*Layer) (Predictor, error) {
+	f, ok := builtins[name]
+	if !ok {
+		return nil, fmt.Errorf("predictor %q: not a built-in (built-ins: %s; or give a plugin's .go file)", name, strings.Join(Names(), ", "))
+	}
+	return f(layers)
+}
+
+func init() {
+	Register("dense", func([]*Layer) (Predictor, error) { return Dense{}, nil })
+	Register("oracle", func([]*Layer) (Predictor, error) { return &Oracle{}, nil })
+	Register("mlp", NewMLP)
+	Register("static", NewStatic)
+}
+
+// Dense computes every neuron.
+type Dense struct{}
+
+func (Dense) Name() string                           { return "dense" }
+func (Dense) Predict(*Layer, Input, []int32) []int32 { return nil }
+
+// Oracle computes the real gate and keeps the neurons that fire: exact, and
+// as costly as the gate itself. It serves tests and measurement.
+type Oracle struct{ g []float32 }
+
+func (*Oracle) Name() string { return "oracle" }
+
+func (o *Oracle) Predict(l *Layer, in Input, dst []int32) []int32 {
+	if cap(o.g) < l.NFF {
+		o.g = make([]float32, l.NFF)
+	}
+	g := o.g[:l.NFF]
+	ops.MatMul(in.Pool, g, l.Gate, in.Normed, 1)
+	for i, v := range g {
+		if Fires(l, v) {
+			dst = append(dst, int32(i))
+		}
+	}
+	return dst
+}
+
+// Fires reports whether a gate pre-activation v passes the layer's
+// activation, which is what every label and oracle counts.
+func Fires(l *Layer, v float32) bool {
+	switch l.Act {
+	case "relu", "drelu":
+		return v > 0
+	case "fatrelu":
+		return v > l.Threshold
+	}
+	return true // silu and gelu never vanish
+}
+
+// MLP is PowerInfer's predictor: scores = relu(x·fc1)·fc2 on the residual,
+// and neurons scoring above the file's sparse threshold are computed.
+type MLP struct{ h, s []float32 }
+
+// NewMLP checks that every sparse layer carries fc1 and fc2.
+func NewMLP(layers []*Layer) (Predictor, error) {
+	for _, l := range layers {
+		if l.FC1 == nil {
+			return nil, fmt.Errorf("predictor mlp: layer %d has no fc1/fc2 tensors (train them with 'pinfer predictor train')", l.Index)
+		}
+	}
+	return &MLP{}, nil
+}
+
+func (*MLP) Name() string { return "mlp" }
+
+func (m *MLP) Predict(l *Layer, in Input, dst []int32) []int32 {
+	m.h = grow(m.h, l.FC1.Rows)
+	m.s = grow(m.s, l.NFF)
+	ops.MatMul(in.Pool, m.h, l.FC1, in.Resid, 1)
+	ops.ReLU(m.h)
+	ops.MatMul(in.Pool, m.s, l.FC2, m.h, 1)
+	for i, v := range m.s {
+		if v > l.PredCut {
+			dst = append(dst, int32(i))
+		}
+	}
+	return dst
+}
+
+// Static computes a fixed hot set: the neurons whose profiled rate is at
+// least MinRate.
+type Static struct {
+	MinRate float32
+	sets    map[int][]int32
+}
+
+// NewStatic needs every layer's rates, from a profile.
+func NewStatic(layers []*Layer) (Predictor, error) {
+	s := &Static{MinRate: 0.05, sets: map[int][]int32{}}
+	for _, l := range layers {
+		if l.Rates == nil {
+			return nil, fmt.Errorf("predictor static: layer %d has no activation statistics (pass --stats from 'pinfer profile')", l.Index)
+		}
+		var set []int32
+		for i, r := range l.Rates {
+			if r >= s.MinRate {
+				set = append(set, int32(i))
+			}
+		}
+		s.sets[l.Index] = set
+	}
+	return s, nil
+}
+
+func (*Static) Name() string { return "static" }
+
+func (s *Static) Predict(l *Layer, _ Input, dst []int32) []int32 {
+	return append(dst, s.sets[l.Index]...)
+}
+
+func grow(b []float32, n int) []float32 {
+	if cap(b) < n {
+		return make([]float32, n)
+	}
+	return b[:n]
+}

@@ -1,0 +1,98 @@
+package predictors
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"sort"
+)
+
+// Stats is a profile of neuron activations, in the JSON layout of the
+// Shakespeare fixture's activation_stats.json: per layer, in numeric layer
+// order, each neuron's activation frequency over Tokens tokens.
+type Stats struct {
+	Model  string       `json:"model,omitempty"`
+	Tokens int          `json:"tokens"`
+	Layers []LayerStats `json:"layers"`
+}
+
+// LayerStats is one layer's profile.
+type LayerStats struct {
+	Layer              int       `json:"layer"`
+	MeanActiveFraction float64   `json:"mean_active_fraction"`
+	NeuronsFor80       int       `json:"neurons_for_80pct_of_activations"`
+	Frequency          []float32 `json:"frequency"`
+}
+
+// NewLayerStats summarises per-neuron activation counts over tokens.
+func NewLayerStats(layer int, counts []int64, tokens int) LayerStats {
+	ls := LayerStats{Layer: layer, Frequency: make([]float32, len(counts))}
+	var total int64
+	for i, c := range counts {
+		ls.Frequency[i] = float32(float64(c) / float64(max(tokens, 1)))
+		total += c
+	}
+	if tokens > 0 && len(counts) > 0 {
+		ls.MeanActiveFraction = float64(total) / float64(tokens) / float64(len(counts))
+	}
+	sorted := append([]int64(nil), counts...)
+	sort.Slice(sorted, func(a, b int) bool { return sorted[a] > sorted[b] })
+	var cum int64
+	for i, c := range sorted {
+		if float64(cum) >= 0.8*float64(total) {
+			break
+		}
+		cum += c
+		ls.NeuronsFor80 = i + 1
+	}
+	return ls
+}
+
+// ReadStats reads a profile. A file without "layer" fields (the fixture's)
+// numbers its layers by position.
+func ReadStats(path string) (*Stats, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var s Stats
+	if err := json.Unmarshal(b, &s); err != nil {
+		return nil, fmt.Errorf("%s: %v", path, err)
+	}
+	for i := range s.Layers {
+		if s.Layers[i].Layer == 0 && i > 0 {
+			s.Layers[i].Layer = i
+		}
+	}
+	sort.SliceStable(s.Layers, func(a, b int) bool { return s.Layers[a].Layer < s.Layers[b].Layer })
+	return &s, nil
+}
+
+// WriteStats writes a profile with its layers in numeric order.
+func WriteStats(path string, s *Stats) error {
+	sort.SliceStable(s.Layers, func(a, b int) bool { return s.Layers[a].Layer < s.Layers[b].Layer })
+	b, err := json.Marshal(s)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, b, 0o644)
+}
+
+// Attach gives each layer its profiled rates; the neuron counts must agree.
+func (s *Stats) Attach(path string, layers []*Layer) error {
+	byIndex := map[int]*LayerStats{}
+	for i := range s.Layers {
+		byIndex[s.Layers[i].Layer] = &s.Layers[i]
+	}
+	for _, l := range layers {
+		ls := byIndex[l.Index]
+		if ls == nil {
+			return fmt.Errorf("%s: layers: no entry for layer %d", path, l.Index)
+		}
+		if len(ls.Frequency) != l.NFF {
+			return fmt.Errorf("%s: layers[%d].frequency: %d neurons, the model has %d", path, l.Index, len(ls.Frequency), l.NFF)
+		}
+		l.Rates = ls.Frequency
+	}
+	return nil
+}
