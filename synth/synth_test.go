@@ -1,0 +1,69 @@
+package synth
+
+import (
+	"crypto/sha256"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/pinfer/pinfer/engine"
+	"github.com/pinfer/pinfer/gguf"
+	"github.com/pinfer/pinfer/ops"
+	"github.com/stretchr/testify/require"
+)
+
+var small = Shape{NEmbd: 128, NFF: 512, NLayer: 3, NHead: 4, NKVHead: 2, Vocab: 300, Rank: 64}
+
+func TestWriteIsDeterministicPowerInferLayout(t *testing.T) {
+	dir := t.TempDir()
+	o := Options{Shape: small, Active: 0.1, Type: ops.Q4_0, Seed: 3}
+	a, b := filepath.Join(dir, "a.gguf"), filepath.Join(dir, "b.gguf")
+	require.NoError(t, Write(a, o, nil))
+	require.NoError(t, Write(b, o, nil))
+	ha, hb := hashFile(t, a), hashFile(t, b)
+	require.Equal(t, ha, hb, "same seed, same file")
+	o.Seed = 4
+	require.NoError(t, Write(b, o, nil))
+	require.NotEqual(t, ha, hashFile(t, b))
+
+	f, err := gguf.Open(a)
+	require.NoError(t, err)
+	defer f.Close()
+	require.Equal(t, "PWRI", f.Magic)
+	for _, name := range []string{"blk.2.fc1.weight", "blk.2.fc2.weight", "blk.0.ffn_down_t.weight", "blk.1.ffn_gate.weight"} {
+		_, ok := f.Tensor(name)
+		require.True(t, ok, name)
+	}
+	fc2, _ := f.Tensor("blk.0.fc2.weight")
+	require.Equal(t, []uint64{64, 512}, fc2.Dims) // {R, n_ff}
+	down, _ := f.Tensor("blk.0.ffn_down_t.weight")
+	require.Equal(t, []uint64{128, 512}, down.Dims) // {n_embd, n_ff}
+	require.Equal(t, ops.Q4_0, down.Type)
+}
+
+// The file runs, and its neurons fire (by the real gate) and are predicted
+// (by its fc1/fc2) at about the fraction asked for.
+func TestActiveFraction(t *testing.T) {
+	for _, active := range []float64{0.1, 0.3} {
+		path := filepath.Join(t.TempDir(), "m.gguf")
+		require.NoError(t, Write(path, Options{Shape: small, Active: active, Type: ops.F16, Seed: 1}, nil))
+		m, err := engine.Load(path, "")
+		require.NoError(t, err)
+		for _, name := range []string{"oracle", ""} { // "" picks mlp: the file has predictors
+			pred, err := m.Predictor(name)
+			require.NoError(t, err)
+			res, err := m.Generate(engine.Options{Prompt: "hello world, hello synthetic model", N: 24, Sample: sampleGreedy(), Predictor: pred})
+			require.NoError(t, err)
+			for l, f := range res.Stats.ActiveFraction {
+				require.InDelta(t, active, f, active*0.5, "%s layer %d active %v", pred.Name(), l, active)
+			}
+		}
+		m.Close()
+	}
+}
+
+func hashFile(t *testing.T, p string) [32]byte {
+	b, err := os.ReadFile(p)
+	require.NoError(t, err)
+	return sha256.Sum256(b)
+}
