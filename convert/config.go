@@ -6,10 +6,13 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 )
 
 // hparams are the config.json values the GGUF file needs.
 type hparams struct {
+	fam                     *family
 	modelType               string
 	nEmbd, nFF, nLayer      int
 	nHead, nHeadKV, headDim int
@@ -19,11 +22,9 @@ type hparams struct {
 	act                     string
 	bos, eos                int // -1: not given, take the tokenizer's
 	slidingWindow           int // 0: none
+	nExpert, nExpertUsed    int // Mixtral; 0: a dense FFN
+	falconNorms             int // Falcon: 2 when attention and FFN have their own LayerNorm
 }
-
-// supported maps model_type to the architectures entries meaning the same
-// layout; mistral checkpoints use LLaMA's tensor names exactly.
-var supported = map[string]string{"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM"}
 
 // config reads config.json keeping each raw field, so a field that is
 // missing, null or of the wrong kind is reported by name.
@@ -133,76 +134,114 @@ func readConfig(dir string) (*hparams, error) {
 	if err := c.rope(&hp); err != nil {
 		return nil, err
 	}
-	for _, p := range []struct {
-		name string
-		dst  *int
-	}{
-		{"hidden_size", &hp.nEmbd}, {"intermediate_size", &hp.nFF},
-		{"num_hidden_layers", &hp.nLayer}, {"num_attention_heads", &hp.nHead},
-		{"max_position_embeddings", &hp.nCtx}, {"vocab_size", &hp.nVocab},
-	} {
-		if *p.dst, err = c.positive(p.name, -1); err != nil {
-			return nil, err
-		}
-	}
-	if hp.nHeadKV, err = c.positive("num_key_value_heads", hp.nHead); err != nil {
-		return nil, err
-	}
-	if hp.nHead%hp.nHeadKV != 0 {
-		return nil, c.errf("num_key_value_heads", "is %d, which does not divide num_attention_heads %d", hp.nHeadKV, hp.nHead)
-	}
-	if _, ok := c.field("head_dim"); !ok && hp.nEmbd%hp.nHead != 0 {
-		return nil, c.errf("head_dim", "is missing and hidden_size %d is not a multiple of num_attention_heads %d", hp.nEmbd, hp.nHead)
-	}
-	if hp.headDim, err = c.positive("head_dim", hp.nEmbd/max(hp.nHead, 1)); err != nil {
-		return nil, err
-	}
-	if hp.headDim%2 != 0 {
-		return nil, c.errf("head_dim", "is %d, want an even number for RoPE", hp.headDim)
-	}
-	// The defaults are those of transformers' LlamaConfig.
-	if hp.eps, err = c.float("rms_norm_eps", 1e-6, false); err != nil {
-		return nil, err
-	}
-	if hp.eps <= 0 {
-		return nil, c.errf("rms_norm_eps", "is %v, want a positive number", hp.eps)
-	}
-	if hp.tied, err = c.boolean("tie_word_embeddings", false); err != nil {
-		return nil, err
-	}
-	if hp.act, err = c.str("hidden_act", "silu"); err != nil {
-		return nil, err
-	}
-	if hp.act == "" {
-		return nil, c.errf("hidden_act", "is empty")
-	}
 	if hp.bos, err = c.tokenID("bos_token_id"); err != nil {
 		return nil, err
 	}
 	if hp.eos, err = c.tokenID("eos_token_id"); err != nil {
 		return nil, err
 	}
-	for _, b := range []string{"attention_bias", "mlp_bias"} {
-		if on, err := c.boolean(b, false); err != nil {
-			return nil, err
-		} else if on {
-			return nil, c.errf(b, "is true; biased LLaMA layers are not supported")
-		}
-	}
-	if hp.modelType == "mistral" {
-		// MistralConfig's default window is 4096; null turns it off.
-		hp.slidingWindow = 4096
-		if v, ok := c.raw["sliding_window"]; ok && string(v) == "null" {
-			hp.slidingWindow = 0
-		} else if hp.slidingWindow, err = c.positive("sliding_window", 4096); err != nil {
-			return nil, err
-		}
+	if err := hp.fam.read(c, &hp); err != nil {
+		return nil, err
 	}
 	return &hp, nil
 }
 
-// arch accepts model_type llama or mistral, and an architectures list (when
-// given) naming the matching causal-LM class.
+// intField names a config.json integer, its default (< 0: required) and
+// where it goes.
+type intField struct {
+	name string
+	def  int
+	dst  *int
+}
+
+// ints reads positive integers.
+func (c *config) ints(fields ...intField) error {
+	var err error
+	for _, f := range fields {
+		if *f.dst, err = c.positive(f.name, f.def); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// readLlama reads LLaMA, Mistral and Mixtral configs, which share LLaMA's
+// fields; Mixtral adds its experts.
+func readLlama(c *config, hp *hparams) error {
+	err := c.ints(intField{"hidden_size", -1, &hp.nEmbd}, intField{"intermediate_size", -1, &hp.nFF},
+		intField{"num_hidden_layers", -1, &hp.nLayer}, intField{"num_attention_heads", -1, &hp.nHead},
+		intField{"max_position_embeddings", -1, &hp.nCtx}, intField{"vocab_size", -1, &hp.nVocab})
+	if err != nil {
+		return err
+	}
+	if hp.nHeadKV, err = c.positive("num_key_value_heads", hp.nHead); err != nil {
+		return err
+	}
+	if hp.nHead%hp.nHeadKV != 0 {
+		return c.errf("num_key_value_heads", "is %d, which does not divide num_attention_heads %d", hp.nHeadKV, hp.nHead)
+	}
+	if _, ok := c.field("head_dim"); !ok && hp.nEmbd%hp.nHead != 0 {
+		return c.errf("head_dim", "is missing and hidden_size %d is not a multiple of num_attention_heads %d", hp.nEmbd, hp.nHead)
+	}
+	if hp.headDim, err = c.positive("head_dim", hp.nEmbd/max(hp.nHead, 1)); err != nil {
+		return err
+	}
+	if hp.headDim%2 != 0 {
+		return c.errf("head_dim", "is %d, want an even number for RoPE", hp.headDim)
+	}
+	// The defaults are those of transformers' LlamaConfig.
+	if hp.eps, err = c.float("rms_norm_eps", 1e-6, false); err != nil {
+		return err
+	}
+	if hp.eps <= 0 {
+		return c.errf("rms_norm_eps", "is %v, want a positive number", hp.eps)
+	}
+	if hp.tied, err = c.boolean("tie_word_embeddings", false); err != nil {
+		return err
+	}
+	if hp.act, err = c.str("hidden_act", "silu"); err != nil {
+		return err
+	}
+	if hp.act == "" {
+		return c.errf("hidden_act", "is empty")
+	}
+	for _, b := range []string{"attention_bias", "mlp_bias"} {
+		if on, err := c.boolean(b, false); err != nil {
+			return err
+		} else if on {
+			return c.errf(b, "is true; biased LLaMA layers are not supported")
+		}
+	}
+	if hp.modelType == "mixtral" {
+		if hp.nExpert, err = c.positive("num_local_experts", 8); err != nil {
+			return err
+		}
+		if hp.nExpertUsed, err = c.positive("num_experts_per_tok", 2); err != nil {
+			return err
+		}
+		if hp.nExpertUsed > hp.nExpert {
+			return c.errf("num_experts_per_tok", "is %d, more than num_local_experts %d", hp.nExpertUsed, hp.nExpert)
+		}
+	}
+	if hp.modelType != "llama" {
+		// MistralConfig's default window is 4096 (Mixtral's none); null turns it off.
+		def := 4096
+		if hp.modelType == "mixtral" {
+			def = 0
+		}
+		if v, ok := c.raw["sliding_window"]; ok && string(v) == "null" {
+			hp.slidingWindow = 0
+		} else if _, ok := c.raw["sliding_window"]; ok || def > 0 {
+			if hp.slidingWindow, err = c.positive("sliding_window", def); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// arch finds the family from model_type, or from the architectures list
+// when model_type is absent, and checks that the two agree.
 func (c *config) arch(hp *hparams) error {
 	var err error
 	if hp.modelType, err = c.str("model_type", ""); err != nil {
@@ -215,8 +254,8 @@ func (c *config) arch(hp *hparams) error {
 		}
 	}
 	if hp.modelType == "" {
-		for mt, cls := range supported {
-			if len(archs) > 0 && archs[0] == cls {
+		for mt, f := range families {
+			if len(archs) > 0 && slices.Contains(f.classes, archs[0]) {
 				hp.modelType = mt
 			}
 		}
@@ -224,13 +263,14 @@ func (c *config) arch(hp *hparams) error {
 			return c.errf("model_type", "is missing")
 		}
 	}
-	cls, ok := supported[hp.modelType]
+	f, ok := families[hp.modelType]
 	if !ok {
-		return c.errf("model_type", "%q is not supported (supported: llama, mistral)", hp.modelType)
+		return c.errf("model_type", "%q is not supported (supported: %s)", hp.modelType, strings.Join(familyNames(), ", "))
 	}
+	hp.fam = f
 	for _, a := range archs {
-		if a != cls {
-			return c.errf("architectures", "%q is not supported for model_type %q (want %s)", a, hp.modelType, cls)
+		if !slices.Contains(f.classes, a) {
+			return c.errf("architectures", "%q is not supported for model_type %q (want %s)", a, hp.modelType, strings.Join(f.classes, " or "))
 		}
 	}
 	return nil

@@ -1,6 +1,7 @@
-// Package convert turns Hugging Face LLaMA-family checkpoints (config.json,
-// safetensors, tokenizer.model) into GGUF files with llama.cpp's tensor names
-// and metadata keys, so llama.cpp and pinfer read the same file.
+// Package convert turns Hugging Face checkpoints (config.json, safetensors,
+// tokenizer.model) of the LLaMA, Mistral, Mixtral, Falcon and OPT families
+// into GGUF files with llama.cpp's tensor names and metadata keys (PowerInfer's
+// for OPT, which llama.cpp lacks), so llama.cpp and pinfer read the same file.
 package convert
 
 import (
@@ -106,44 +107,27 @@ func setMetadata(w *gguf.Writer, dir string, hp *hparams, v tokenizer.Vocab, fty
 	if err != nil {
 		return err
 	}
-	u := func(n int) uint32 { return uint32(n) }
 	kv := []keyValue{
-		{"general.architecture", "llama"},
+		{"general.architecture", hp.fam.arch},
 		{"general.name", filepath.Base(abs)},
 		{"general.file_type", ftype},
 		{"general.alignment", uint32(32)},
-		{"llama.context_length", u(hp.nCtx)},
-		{"llama.embedding_length", u(hp.nEmbd)},
-		{"llama.block_count", u(hp.nLayer)},
-		{"llama.feed_forward_length", u(hp.nFF)},
-		{"llama.attention.head_count", u(hp.nHead)},
-		{"llama.attention.head_count_kv", u(hp.nHeadKV)},
-		{"llama.rope.dimension_count", u(hp.headDim)},
-		{"llama.rope.freq_base", float32(hp.ropeTheta)},
-		{"llama.attention.layer_norm_rms_epsilon", float32(hp.eps)},
-		{"llama.vocab_size", u(hp.nVocab)},
+	}
+	kv = append(kv, hp.fam.meta(hp)...)
+	kv = append(kv, []keyValue{
 		{"pinfer.ffn_activation", hp.act},
 		{"tokenizer.ggml.model", "llama"},
 		{"tokenizer.ggml.tokens", v.Tokens},
 		{"tokenizer.ggml.scores", v.Scores},
 		{"tokenizer.ggml.token_type", v.Types},
-		{"tokenizer.ggml.bos_token_id", u(v.BOS)},
-		{"tokenizer.ggml.eos_token_id", u(v.EOS)},
-		{"tokenizer.ggml.unknown_token_id", u(v.UNK)},
+		{"tokenizer.ggml.bos_token_id", uint32(v.BOS)},
+		{"tokenizer.ggml.eos_token_id", uint32(v.EOS)},
+		{"tokenizer.ggml.unknown_token_id", uint32(v.UNK)},
 		{"tokenizer.ggml.add_bos_token", v.AddBOS},
 		{"tokenizer.ggml.add_space_prefix", v.AddSpacePrefix},
-	}
+	}...)
 	if typ == ops.Q8_0 || typ == ops.Q4_0 {
 		kv = append(kv, keyValue{"general.quantization_version", uint32(2)})
-	}
-	if hp.headDim*hp.nHead != hp.nEmbd {
-		// llama.cpp assumes n_embd/n_head unless these say otherwise.
-		kv = append(kv, keyValue{"llama.attention.key_length", u(hp.headDim)},
-			keyValue{"llama.attention.value_length", u(hp.headDim)})
-	}
-	if hp.slidingWindow > 0 {
-		// llama.cpp's llama architecture has no window; pinfer applies it.
-		kv = append(kv, keyValue{"pinfer.attention.sliding_window", u(hp.slidingWindow)})
 	}
 	for _, e := range kv {
 		if err := w.Set(e.key, e.val); err != nil {
@@ -189,85 +173,108 @@ func readVocab(dir string, hp *hparams) (tokenizer.Vocab, error) {
 // tokenUnused is SentencePiece's UNUSED piece type, as GGUF stores it.
 const tokenUnused = 5
 
-// tensorPlan is one GGUF tensor and where its rows come from.
+// tensorPlan is one GGUF tensor and where its rows come from: one source,
+// or several stacked in order (Mixtral's experts).
 type tensorPlan struct {
-	src   *safetensors.Tensor
-	name  string
-	rows  int // 1 for vectors
-	cols  int
-	heads int // >0: permute rows per head from rotate-half to interleaved
+	srcs   []*safetensors.Tensor
+	name   string
+	dims   []uint64 // GGUF order: dims[0] is the row length
+	rows   int      // of all sources together; 1 for vectors
+	cols   int
+	rowMap func(r int) int // output row -> source row; nil: the same row
 }
 
-func planTensors(st *safetensors.Dir, hp *hparams, logf func(string, ...any)) ([]tensorPlan, error) {
-	used := map[string]bool{}
-	var plan []tensorPlan
-	add := func(hf, name string, shape []int, heads int) error {
-		t, err := st.Tensor(hf)
+// planner collects the tensors of one checkpoint and remembers which of its
+// tensors found a place, so that none is silently dropped.
+type planner struct {
+	st   *safetensors.Dir
+	used map[string]bool
+	plan []tensorPlan
+	logf func(string, ...any)
+}
+
+func (p *planner) source(hf string, shape []int) (*safetensors.Tensor, error) {
+	t, err := p.st.Tensor(hf)
+	if err != nil {
+		return nil, err
+	}
+	p.used[hf] = true
+	if !equal(t.Shape, shape) {
+		return nil, fmt.Errorf("%s: tensor %q has shape %v, expected %v", t.File, hf, t.Shape, shape)
+	}
+	if t.DType != "F32" && t.DType != "F16" && t.DType != "BF16" {
+		return nil, fmt.Errorf("%s: tensor %q has dtype %s, want F32, F16 or BF16", t.File, hf, t.DType)
+	}
+	return t, nil
+}
+
+// add queues tensor hf, of Hugging Face shape [rows, cols] or [n], as name.
+func (p *planner) add(hf, name string, shape []int, rowMap func(int) int) error {
+	t, err := p.source(hf, shape)
+	if err != nil {
+		return err
+	}
+	tp := tensorPlan{srcs: []*safetensors.Tensor{t}, name: name, rows: 1, cols: shape[0], rowMap: rowMap}
+	if len(shape) == 2 {
+		tp.rows, tp.cols = shape[0], shape[1]
+	}
+	tp.dims = []uint64{uint64(tp.cols)}
+	if len(shape) == 2 {
+		tp.dims = append(tp.dims, uint64(tp.rows))
+	}
+	p.plan = append(p.plan, tp)
+	return nil
+}
+
+// stack queues matrices of one shape [rows, cols] as the 3-D tensor name of
+// GGUF dims {cols, rows, len(hfs)}, as llama.cpp stores experts.
+func (p *planner) stack(hfs []string, name string, shape []int) error {
+	tp := tensorPlan{name: name, rows: shape[0] * len(hfs), cols: shape[1],
+		dims: []uint64{uint64(shape[1]), uint64(shape[0]), uint64(len(hfs))}}
+	for _, hf := range hfs {
+		t, err := p.source(hf, shape)
 		if err != nil {
 			return err
 		}
-		used[hf] = true
-		if !equal(t.Shape, shape) {
-			return fmt.Errorf("%s: tensor %q has shape %v, expected %v", t.File, hf, t.Shape, shape)
-		}
-		if t.DType != "F32" && t.DType != "F16" && t.DType != "BF16" {
-			return fmt.Errorf("%s: tensor %q has dtype %s, want F32, F16 or BF16", t.File, hf, t.DType)
-		}
-		p := tensorPlan{src: t, name: name, rows: 1, cols: shape[0], heads: heads}
-		if len(shape) == 2 {
-			p.rows, p.cols = shape[0], shape[1]
-		}
-		plan = append(plan, p)
-		return nil
+		tp.srcs = append(tp.srcs, t)
 	}
-	d, q, kv := hp.nEmbd, hp.nHead*hp.headDim, hp.nHeadKV*hp.headDim
-	if err := add("model.embed_tokens.weight", "token_embd.weight", []int{hp.nVocab, d}, 0); err != nil {
-		return nil, err
-	}
-	for i := 0; i < hp.nLayer; i++ {
-		hf := fmt.Sprintf("model.layers.%d.", i)
-		blk := fmt.Sprintf("blk.%d.", i)
-		for _, m := range []struct {
-			hf, gg string
-			shape  []int
-			heads  int
-		}{
-			{"input_layernorm", "attn_norm", []int{d}, 0},
-			{"self_attn.q_proj", "attn_q", []int{q, d}, hp.nHead},
-			{"self_attn.k_proj", "attn_k", []int{kv, d}, hp.nHeadKV},
-			{"self_attn.v_proj", "attn_v", []int{kv, d}, 0},
-			{"self_attn.o_proj", "attn_output", []int{d, q}, 0},
-			{"post_attention_layernorm", "ffn_norm", []int{d}, 0},
-			{"mlp.gate_proj", "ffn_gate", []int{hp.nFF, d}, 0},
-			{"mlp.up_proj", "ffn_up", []int{hp.nFF, d}, 0},
-			{"mlp.down_proj", "ffn_down", []int{d, hp.nFF}, 0},
-		} {
-			if err := add(hf+m.hf+".weight", blk+m.gg+".weight", m.shape, m.heads); err != nil {
-				return nil, err
-			}
-		}
-	}
-	if err := add("model.norm.weight", "output_norm.weight", []int{d}, 0); err != nil {
-		return nil, err
-	}
-	const head = "lm_head.weight"
+	p.plan = append(p.plan, tp)
+	return nil
+}
+
+// output adds the output projection unless the embeddings are tied.
+func (p *planner) output(hp *hparams, head string) error {
 	switch {
 	case hp.tied:
-		used[head] = true // transformers ignores a stored copy of a tied head
-	case !st.Has(head):
-		logf("%s: no %s; the output projection will reuse token_embd", st.Path, head)
+		p.used[head] = true // transformers ignores a stored copy of a tied head
+	case !p.st.Has(head):
+		p.logf("%s: no %s; the output projection will reuse token_embd", p.st.Path, head)
 	default:
-		if err := add(head, "output.weight", []int{hp.nVocab, d}, 0); err != nil {
-			return nil, err
-		}
+		return p.add(head, "output.weight", []int{hp.nVocab, hp.nEmbd}, nil)
 	}
-	for _, n := range st.Names() {
+	return nil
+}
+
+// leftovers rejects tensors that found no place in the file.
+func (p *planner) leftovers(hp *hparams) error {
+	for _, n := range p.st.Names() {
 		// Old checkpoints store RoPE's inverse frequencies, derived from rope_theta.
-		if !used[n] && !isInvFreq(n) {
-			return nil, fmt.Errorf("%s: tensor %q has no place in a LLaMA GGUF (model_type %q)", st.Path, n, hp.modelType)
+		if !p.used[n] && !isInvFreq(n) {
+			return fmt.Errorf("%s: tensor %q has no place in a %s GGUF (model_type %q)", p.st.Path, n, hp.fam.arch, hp.modelType)
 		}
 	}
-	return plan, nil
+	return nil
+}
+
+func planTensors(st *safetensors.Dir, hp *hparams, logf func(string, ...any)) ([]tensorPlan, error) {
+	p := &planner{st: st, used: map[string]bool{}, logf: logf}
+	if err := hp.fam.tensors(p, hp); err != nil {
+		return nil, err
+	}
+	if err := p.leftovers(hp); err != nil {
+		return nil, err
+	}
+	return p.plan, nil
 }
 
 func isInvFreq(name string) bool {
@@ -290,34 +297,30 @@ func equal(a, b []int) bool {
 // the same row-major bytes, so rows are copied in order (bar the permutation).
 func (p tensorPlan) add(w *gguf.Writer, want ops.DType, logf func(string, ...any)) error {
 	typ := want
-	if len(p.src.Shape) == 1 {
-		typ = ops.F32 // norms are tiny and precision-sensitive
+	if len(p.dims) == 1 {
+		typ = ops.F32 // norms and biases are tiny and precision-sensitive
 	} else if _, err := typ.RowBytes(p.cols); err != nil {
 		logf("%s: row length %d is not a multiple of %d, writing f16 instead of %s", p.name, p.cols, typ.BlockElems(), typ)
 		typ = ops.F16
 	}
-	dims := []uint64{uint64(p.cols)}
-	if len(p.src.Shape) == 2 {
-		dims = append(dims, uint64(p.rows))
-	}
-	return w.AddTensor(p.name, typ, dims, func(out io.Writer) error {
+	return w.AddTensor(p.name, typ, p.dims, func(out io.Writer) error {
 		if err := p.write(out, typ); err != nil {
-			return fmt.Errorf("%s: tensor %q: %w", p.src.File, p.src.Name, err)
+			return fmt.Errorf("%s: tensor %q: %w", p.srcs[0].File, p.srcs[0].Name, err)
 		}
 		return nil
 	})
 }
 
-// srcRow maps an output row to its source row. HF orders each head's rows as
-// [first halves | second halves] for rotate-half RoPE; GGUF interleaves them:
-// output row 2i of a head is source row i, row 2i+1 is source row i+hd/2.
-func (p tensorPlan) srcRow(r int) int {
-	if p.heads == 0 {
-		return r
+// permuteHeads maps output rows to source rows for q and k: HF orders each
+// head's rows as [first halves | second halves] for rotate-half RoPE; GGUF
+// interleaves them: output row 2i of a head is source row i, row 2i+1 is
+// source row i+hd/2.
+func permuteHeads(rows, heads int) func(int) int {
+	hd := rows / heads
+	return func(r int) int {
+		h, j := r/hd, r%hd
+		return h*hd + j/2 + (j%2)*(hd/2)
 	}
-	hd := p.rows / p.heads
-	h, j := r/hd, r%hd
-	return h*hd + j/2 + (j%2)*(hd/2)
 }
 
 // write streams one row at a time, so memory stays at a row plus an output
@@ -327,13 +330,19 @@ func (p tensorPlan) write(out io.Writer, typ ops.DType) error {
 	if err != nil {
 		return err
 	}
-	inBytes := len(p.src.Data) / p.rows
+	per := p.rows / len(p.srcs)
 	row := make([]float32, p.cols)
 	perChunk := max(1, (1<<20)/rowBytes)
 	chunk := make([]byte, 0, perChunk*rowBytes)
 	for r := 0; r < p.rows; r++ {
-		s := p.srcRow(r)
-		if err := safetensors.Decode(p.src.DType, row, p.src.Data[s*inBytes:(s+1)*inBytes]); err != nil {
+		s := r
+		if p.rowMap != nil {
+			s = p.rowMap(r)
+		}
+		src := p.srcs[s/per]
+		inBytes := len(src.Data) / per
+		i := s % per
+		if err := safetensors.Decode(src.DType, row, src.Data[i*inBytes:(i+1)*inBytes]); err != nil {
 			return err
 		}
 		n := len(chunk)

@@ -406,7 +406,7 @@ func TestConvertErrors(t *testing.T) {
 		dir := t.TempDir()
 		require.NoError(t, os.WriteFile(filepath.Join(dir, "config.json"), []byte(`{"model_type": "gpt2", "n_embd": 64}`), 0o644))
 		err := Convert(dir, out(), Options{})
-		expectErr(t, err, filepath.Join(dir, "config.json")+`: model_type "gpt2" is not supported (supported: llama, mistral)`)
+		expectErr(t, err, filepath.Join(dir, "config.json")+`: model_type "gpt2" is not supported (supported: falcon, llama, mistral, mixtral, opt)`)
 	})
 	t.Run("missing field", func(t *testing.T) {
 		dir := copyModel(t, src, func(c map[string]any) { delete(c, "hidden_size") }, nil)

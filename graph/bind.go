@@ -104,7 +104,31 @@ func Build(spec *Spec, f *gguf.File) (*Program, error) {
 		}
 	}
 	p.Vocab = p.Nodes[p.Output].Cols
+	if err := deadEnd(p); err != nil {
+		return nil, err
+	}
 	return p, nil
+}
+
+// deadEnd reports a node whose result nothing reads (bar the output): a
+// misspelt id at the end of a block would otherwise leave the block
+// computing nothing the logits see. Any node with no path to the output
+// leads to such a node.
+func deadEnd(p *Program) error {
+	read := make([]bool, len(p.Nodes))
+	for _, n := range p.Nodes {
+		for _, in := range n.In {
+			if in >= 0 {
+				read[in] = true
+			}
+		}
+	}
+	for i, n := range p.Nodes {
+		if !read[i] && i != p.Output {
+			return fmt.Errorf("%s: nothing reads its result, so it never reaches the output %q", n.Where, p.Nodes[p.Output].ID)
+		}
+	}
+	return nil
 }
 
 // resolveParams reads each parameter from the metadata, a literal, a default

@@ -31,6 +31,12 @@ func Select(specs []*Spec, f *gguf.File) (*Spec, error) {
 
 func matches(s *Spec, f *gguf.File) bool {
 	for k, want := range s.Match {
+		if want == "*" { // any value: a key only some files of the arch carry
+			if !f.Has(k) {
+				return false
+			}
+			continue
+		}
 		got, err := f.String(k)
 		if err != nil || got != want {
 			return false

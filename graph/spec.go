@@ -17,7 +17,7 @@ type Spec struct {
 	File   string // where it came from, for error messages
 	Name   string
 	Arch   string            // general.architecture this graph runs
-	Match  map[string]string // extra metadata that must equal these strings
+	Match  map[string]string // extra metadata that must equal these strings ("*": be present)
 	Params []Param
 	Nodes  []NodeSpec // run once, before the blocks
 	Block  *Block

@@ -1,0 +1,134 @@
+package ops
+
+import (
+	"fmt"
+	"sort"
+)
+
+// moe is a mixture-of-experts FFN as Hugging Face's Mixtral computes it: the
+// router's logits go through a softmax, the n_expert_used largest
+// probabilities pick the experts and (norm_topk) are rescaled to sum to one,
+// and the output is the weighted sum of those experts' gated FFNs,
+// down(act(gate·x) * up·x). The expert weights are llama.cpp's stacked 3-D
+// tensors: gate and up {n_embd, n_ff, n_expert}, down {n_ff, n_embd,
+// n_expert}; the graph binds each as one matrix of all experts' rows.
+func init() {
+	Register(&Op{Name: "moe",
+		Doc:     "mixture of experts: softmax router, top n_expert_used experts, each down(act(gate·x) * up·x), summed by router weight",
+		Inputs:  1,
+		Weights: []Slot{{Name: "router"}, {Name: "gate"}, {Name: "up"}, {Name: "down"}},
+		Attrs: []AttrSpec{{Name: "n_expert_used", Kind: Int}, {Name: "act", Kind: String, Enum: []string{"relu", "silu", "gelu"}},
+			{Name: "norm_topk", Kind: Bool, Default: true}},
+		Shape: moeShape,
+		Run:   moe,
+	})
+}
+
+var moeActs = map[string]func([]float32){"relu": ReLU, "silu": SiLU, "gelu": GELU}
+
+func moeShape(s *ShapeArgs) (int, error) {
+	router, gate, up, down := s.W[0], s.W[1], s.W[2], s.W[3]
+	d := s.In[0]
+	if router.M == nil || router.M.Cols != d {
+		return 0, fmt.Errorf("router %s has dims %v: want {%d, n_expert}", router.Name, router.Dims, d)
+	}
+	nE := router.M.Rows
+	if len(gate.Dims) != 3 || gate.Dims[0] != d || gate.Dims[2] != nE {
+		return 0, fmt.Errorf("gate %s has dims %v: want {%d, n_ff, %d}", gate.Name, gate.Dims, d, nE)
+	}
+	ff := gate.Dims[1]
+	if !sameDims(up.Dims, gate.Dims) {
+		return 0, fmt.Errorf("up %s has dims %v: want %v like the gate", up.Name, up.Dims, gate.Dims)
+	}
+	if !sameDims(down.Dims, []int{ff, d, nE}) {
+		return 0, fmt.Errorf("down %s has dims %v: want [%d %d %d]", down.Name, down.Dims, ff, d, nE)
+	}
+	if k := s.A.Int("n_expert_used"); k < 1 || k > nE {
+		return 0, fmt.Errorf("n_expert_used %d: want 1 to the %d experts", k, nE)
+	}
+	return d, nil
+}
+
+func sameDims(a, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// expertRows is rows [e*n, (e+1)*n) of a stacked matrix, without copying.
+func expertRows(m *Matrix, e, n int) *Matrix {
+	rb := m.rowBytes()
+	return &Matrix{Type: m.Type, Rows: n, Cols: m.Cols, Data: m.Data[e*n*rb : (e+1)*n*rb]}
+}
+
+// routed is one token's share of an expert.
+type routed struct {
+	t int
+	w float32
+}
+
+func moe(c *Ctx) error {
+	x := c.In[0]
+	router, gate, down := c.W[0].M, c.W[1].M, c.W[3].M
+	up := c.W[2].M
+	T, d, nE, ff := c.Out.Rows, x.Cols, router.Rows, c.W[1].Dims[1]
+	k, norm, act := c.A.Int("n_expert_used"), c.A.Bool("norm_topk"), moeActs[c.A.Str("act")]
+
+	probs := make([]float32, T*nE)
+	MatMul(c.Pool, probs, router, x.Data, T)
+	byExpert := make([][]routed, nE)
+	idx := make([]int, nE)
+	for t := 0; t < T; t++ {
+		p := probs[t*nE : (t+1)*nE]
+		Softmax(p)
+		for i := range idx {
+			idx[i] = i
+		}
+		// Stable, so that equal probabilities keep the lower expert first.
+		sort.SliceStable(idx, func(a, b int) bool { return p[idx[a]] > p[idx[b]] })
+		var sum float32
+		for _, e := range idx[:k] {
+			sum += p[e]
+		}
+		for _, e := range idx[:k] {
+			w := p[e]
+			if norm {
+				w /= sum
+			}
+			byExpert[e] = append(byExpert[e], routed{t, w})
+		}
+	}
+
+	// Each expert runs once over all the tokens routed to it, so a prefill
+	// streams its weights once, as a dense FFN would.
+	clear(c.Out.Data)
+	for e, toks := range byExpert {
+		n := len(toks)
+		if n == 0 {
+			continue
+		}
+		xs := make([]float32, n*d)
+		for i, r := range toks {
+			copy(xs[i*d:(i+1)*d], x.Row(r.t))
+		}
+		g, u := make([]float32, n*ff), make([]float32, n*ff)
+		MatMul(c.Pool, g, expertRows(gate, e, ff), xs, n)
+		MatMul(c.Pool, u, expertRows(up, e, ff), xs, n)
+		act(g)
+		for i := range g {
+			g[i] *= u[i]
+		}
+		y := xs // same size, no longer needed
+		MatMul(c.Pool, y, expertRows(down, e, d), g, n)
+		for i, r := range toks {
+			Axpy(c.Out.Row(r.t), r.w, y[i*d:(i+1)*d])
+		}
+	}
+	return nil
+}
