@@ -14,8 +14,9 @@ import (
 // Options for one generation.
 type Options struct {
 	Prompt    string
-	N         int // tokens to generate; < 0: until EOS or the context is full
-	Ctx       int // context size; 0: the model's, at most 4096
+	PromptIDs []int // used instead of Prompt when set: ids, BOS included if wanted
+	N         int   // tokens to generate; < 0: until EOS or the context is full
+	Ctx       int   // context size; 0: the model's, at most 4096
 	Threads   int
 	Sample    sample.Params
 	TopLogits int                  // report the K largest logits at the last prompt position
@@ -74,6 +75,14 @@ func (m *Model) Generate(opt Options) (*Result, error) {
 		defer pool.Close()
 	}
 	res := &Result{PromptTokens: m.Encode(opt.Prompt), Tokens: []int{}}
+	if opt.PromptIDs != nil {
+		res.PromptTokens = append([]int(nil), opt.PromptIDs...)
+		for _, id := range res.PromptTokens {
+			if id < 0 || id >= m.Prog.Vocab {
+				return nil, fmt.Errorf("prompt id %d is outside the vocabulary of %d", id, m.Prog.Vocab)
+			}
+		}
+	}
 	res.Timings.LoadMs = ms(m.LoadTime)
 	if len(res.PromptTokens) == 0 {
 		res.PromptTokens = []int{m.Tok.BOS()}
@@ -102,7 +111,7 @@ func (m *Model) Generate(opt Options) (*Result, error) {
 
 	// An empty prompt means the text starts with the first generated token,
 	// whose leading space SentencePiece drops.
-	stream := m.Tok.NewStream(opt.Prompt == "")
+	stream := m.Tok.NewStream(opt.Prompt == "" && opt.PromptIDs == nil)
 	text := []byte{}
 	emit := func(s string) {
 		text = append(text, s...)

@@ -220,6 +220,9 @@ func sparseLayer(n *Node, block int) *predictors.Layer {
 	if n.W[3] != nil {
 		l.FC1, l.FC2 = n.W[3].M, n.W[4].M
 	}
+	if n.W[5] != nil {
+		l.GateBias = n.W[5].Vec
+	}
 	return l
 }
 

@@ -20,7 +20,8 @@ func init() {
 		Doc:    "FFN over the active neurons only; input 0 is the normed FFN input, input 1 the predictor's input (the residual before the norm)",
 		Inputs: 2, Sparse: true,
 		Weights: []Slot{{Name: "gate"}, {Name: "up", Optional: true}, {Name: "down"},
-			{Name: "fc1", Optional: true}, {Name: "fc2", Optional: true}},
+			{Name: "fc1", Optional: true}, {Name: "fc2", Optional: true},
+			{Name: "gate_bias", Optional: true, Vector: true}, {Name: "down_bias", Optional: true, Vector: true}},
 		Attrs: []AttrSpec{{Name: "act", Kind: String, Default: "relu", Enum: ffnActs},
 			{Name: "threshold", Kind: Float, Default: 0.0}, {Name: "pred_threshold", Kind: Float, Default: 0.0}},
 		Shape: sparseFFNShape,
@@ -58,7 +59,10 @@ func sparseFFNShape(s *ShapeArgs) (int, error) {
 			return 0, fmt.Errorf("predictor %s / %s: want fc1 of rows %d and fc2 of %d rows of fc1's rank", fc1.Name, fc2.Name, s.In[1], nff)
 		}
 	}
-	return down.M.Cols, nil
+	if err := vecFits(s.W[5], nff); err != nil {
+		return 0, err
+	}
+	return down.M.Cols, vecFits(s.W[6], down.M.Cols)
 }
 
 // FFNActivation returns the value neuron i passes to down, given its gate
@@ -91,6 +95,10 @@ func FFNActivation(act string, threshold, g, u float32) float32 {
 
 func sparseFFN(c *Ctx) error {
 	gate, up, down := c.W[0].M, c.W[1], c.W[2].M
+	var gateBias []float32
+	if c.W[5] != nil {
+		gateBias = c.W[5].Vec
+	}
 	act, thr := c.A.Str("act"), float32(c.A.Float("threshold"))
 	nff := gate.Rows
 	for t := 0; t < c.Out.Rows; t++ {
@@ -115,6 +123,9 @@ func sparseFFN(c *Ctx) error {
 					i = int(active[k])
 				}
 				g := gate.DotRow(i, x)
+				if gateBias != nil {
+					g += gateBias[i]
+				}
 				u := float32(1)
 				if up != nil {
 					u = up.M.DotRow(i, x)
@@ -128,6 +139,9 @@ func sparseFFN(c *Ctx) error {
 			mu.Unlock()
 		})
 		clear(out)
+		if b := c.W[6]; b != nil {
+			copy(out, b.Vec)
+		}
 		for _, p := range partial {
 			Axpy(out, 1, p)
 		}

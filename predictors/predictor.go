@@ -16,6 +16,7 @@ type Layer struct {
 	Index      int // block index
 	NEmbd, NFF int
 	Gate, Up   *ops.Matrix // neuron-major; Up is nil for a non-gated FFN
+	GateBias   []float32   // added to the gate pre-activation (OPT); nil if none
 	FC1, FC2   *ops.Matrix // PowerInfer's predictor, if the file has one: relu(x·fc1)·fc2
 	Act        string      // relu, fatrelu, drelu, silu, gelu
 	Threshold  float32     // a neuron fires when gate > Threshold (FATReLU: > 0)
@@ -90,6 +91,9 @@ func (o *Oracle) Predict(l *Layer, in Input, dst []int32) []int32 {
 	}
 	g := o.g[:l.NFF]
 	ops.MatMul(in.Pool, g, l.Gate, in.Normed, 1)
+	if l.GateBias != nil {
+		ops.Axpy(g, 1, l.GateBias)
+	}
 	for i, v := range g {
 		if Fires(l, v) {
 			dst = append(dst, int32(i))

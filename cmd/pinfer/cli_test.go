@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -97,6 +98,35 @@ func TestRunDefaultModelJSON(t *testing.T) {
 	require.Zero(t, code, stderr)
 	require.Equal(t, p.Text+res.Text, out)
 	require.Contains(t, stderr, "tokens per second")
+}
+
+// --prompt-ids feeds ids as given; the continuation is PyTorch's.
+func TestRunPromptIDs(t *testing.T) {
+	var ref reference
+	b, err := os.ReadFile(fixtures.Path(t, "shakespeare-relu-6m", "reference.json"))
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(b, &ref))
+	p := ref.Prompts[2]
+	ids := make([]string, len(p.IDs))
+	for i, id := range p.IDs {
+		ids[i] = strconv.Itoa(id)
+	}
+	out, stderr, code := pinfer(t, "run", "--prompt-ids", strings.Join(ids, ","), "-n", "16", "--temp", "0", "--json")
+	require.Zero(t, code, stderr)
+	var res struct {
+		PromptTokens []int `json:"prompt_tokens"`
+		Tokens       []int `json:"tokens"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &res))
+	require.Equal(t, p.IDs, res.PromptTokens)
+	require.Equal(t, p.GreedyIDs[:16], res.Tokens)
+
+	_, stderr, code = pinfer(t, "run", "--prompt-ids", "1,x", "-n", "1")
+	require.NotZero(t, code)
+	require.Contains(t, stderr, `"x" is not a token id`)
+	_, stderr, code = pinfer(t, "run", "--prompt-ids", "1,99999", "-n", "1")
+	require.NotZero(t, code)
+	require.Contains(t, stderr, "99999 is outside the vocabulary")
 }
 
 func TestTokenize(t *testing.T) {

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"strconv"
+	"strings"
 
 	"github.com/pinfer/pinfer/engine"
 	"github.com/pinfer/pinfer/models"
@@ -66,7 +68,7 @@ func (f *modelFlags) loadPredicted() (*engine.Model, predictors.Predictor, error
 
 func runCmd() *cobra.Command {
 	var mf modelFlags
-	var prompt, file string
+	var prompt, file, promptIDs string
 	var n, nctx, topLogits int
 	var asJSON bool
 	sp := sample.Defaults()
@@ -82,13 +84,24 @@ func runCmd() *cobra.Command {
 				}
 				prompt = string(b)
 			}
+			var ids []int
+			for _, f := range strings.FieldsFunc(promptIDs, func(r rune) bool { return r == ',' || r == ' ' }) {
+				id, err := strconv.Atoi(f)
+				if err != nil {
+					return fmt.Errorf("--prompt-ids: %q is not a token id", f)
+				}
+				ids = append(ids, id)
+			}
 			m, pred, err := mf.loadPredicted()
 			if err != nil {
 				return err
 			}
 			defer m.Close()
-			opt := engine.Options{Prompt: prompt, N: n, Ctx: nctx, Threads: mf.threads, Sample: sp, TopLogits: topLogits, Predictor: pred}
+			opt := engine.Options{Prompt: prompt, N: n, Ctx: nctx, Threads: mf.threads, Sample: sp, TopLogits: topLogits, Predictor: pred, PromptIDs: ids}
 			if !asJSON {
+				if ids != nil {
+					prompt = m.Tok.Decode(ids)
+				}
 				fmt.Print(prompt)
 				opt.OnText = func(s string) { fmt.Print(s) }
 			}
@@ -112,6 +125,7 @@ func runCmd() *cobra.Command {
 	fl := c.Flags()
 	fl.StringVarP(&prompt, "prompt", "p", "", "prompt text")
 	fl.StringVarP(&file, "file", "f", "", "read the prompt from a file")
+	fl.StringVar(&promptIDs, "prompt-ids", "", "the prompt as token ids, e.g. 1,17,230 (used as given: no BOS is added)")
 	fl.IntVarP(&n, "n-predict", "n", 128, "tokens to generate (-1: until end of text or a full context)")
 	fl.IntVarP(&nctx, "ctx-size", "c", 0, "context size (default: the model's, at most 4096)")
 	fl.Float64Var(&sp.Temp, "temp", sp.Temp, "temperature (0: greedy)")
