@@ -83,6 +83,17 @@ func TestFamiliesMatchTransformers(t *testing.T) {
 				res, err := m.GenerateIDs(p.IDs, Options{N: len(p.GreedyIDs), Pool: pool, Sample: sample.Params{Temp: 0}})
 				require.NoError(t, err)
 				require.Equal(t, p.GreedyIDs, res.Tokens, "prompt %d", k)
+
+				// The oracle skips the neurons that do not fire and changes nothing.
+				oracle, err := m.Predictor("oracle")
+				require.NoError(t, err)
+				sparse, err := m.GenerateIDs(p.IDs, Options{N: len(p.GreedyIDs), Pool: pool, Sample: sample.Params{Temp: 0}, Predictor: oracle})
+				require.NoError(t, err)
+				require.Equal(t, p.GreedyIDs, sparse.Tokens, "prompt %d, oracle", k)
+				require.NotEmpty(t, sparse.Stats.ActiveFraction, "the graph has sparse FFNs")
+				for l, f := range sparse.Stats.ActiveFraction {
+					require.Less(t, f, 0.9, "prompt %d: FFN %d computed %.2f of its neurons", k, l, f)
+				}
 			}
 		})
 	}

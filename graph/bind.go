@@ -28,7 +28,7 @@ type Program struct {
 	Nodes  []*Node             // in execution order
 	Output int                 // index in Nodes of the logits
 	Vocab  int                 // width of the logits
-	Layers []*predictors.Layer // one per sparse FFN node, in execution order
+	Layers []*predictors.Layer // every FFN of the sparse nodes, in execution order
 }
 
 // Node is one bound operator instance.
@@ -40,7 +40,10 @@ type Node struct {
 	W     []*ops.Weight
 	A     ops.Attrs
 	Cols  int
-	Layer *predictors.Layer // for a sparse op: what its predictor sees
+	// For a sparse op: what its predictor sees, one per FFN inside it, and
+	// where they start in Program.Layers.
+	Layers     []*predictors.Layer
+	FirstLayer int
 }
 
 type flatNode struct {
@@ -85,9 +88,10 @@ func Build(spec *Spec, f *gguf.File) (*Program, error) {
 		if err != nil {
 			return nil, err
 		}
-		if op := n.Op; op.Sparse {
-			n.Layer = sparseLayer(n, fn.block)
-			p.Layers = append(p.Layers, n.Layer)
+		if n.Op.Sparse {
+			n.FirstLayer = len(p.Layers)
+			n.Layers = sparseLayers(n, fn.block)
+			p.Layers = append(p.Layers, n.Layers...)
 		}
 		p.Nodes = append(p.Nodes, n)
 	}
@@ -209,21 +213,13 @@ func scalar(v gguf.Value) (any, error) {
 	return nil, fmt.Errorf("want a scalar, got an array")
 }
 
-// sparseLayer describes a sparse_ffn node to predictors: its weight slots
-// are gate, up, down, fc1, fc2.
-func sparseLayer(n *Node, block int) *predictors.Layer {
-	l := &predictors.Layer{Index: block, Gate: n.W[0].M, NEmbd: n.W[0].M.Cols, NFF: n.W[0].M.Rows,
-		Act: n.A.Str("act"), Threshold: float32(n.A.Float("threshold")), PredCut: float32(n.A.Float("pred_threshold"))}
-	if n.W[1] != nil {
-		l.Up = n.W[1].M
+// sparseLayers describes the FFNs inside a sparse node to predictors.
+func sparseLayers(n *Node, block int) []*predictors.Layer {
+	var ls []*predictors.Layer
+	for e, f := range n.Op.FFNs(n.W, n.A) {
+		ls = append(ls, predictors.NewLayer(block, e, f))
 	}
-	if n.W[3] != nil {
-		l.FC1, l.FC2 = n.W[3].M, n.W[4].M
-	}
-	if n.W[5] != nil {
-		l.GateBias = n.W[5].Vec
-	}
-	return l
+	return ls
 }
 
 func (b *binder) flatten() ([]flatNode, error) {

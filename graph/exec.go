@@ -55,7 +55,16 @@ type Runner struct {
 	// Stats accumulates what the sparse FFNs did.
 	Stats Stats
 
-	active [][]int32
+	scratch [][]int32 // per layer, reused by the predictor
+}
+
+// countDense records that a sparse node ran all its neurons on rows rows.
+// Experts of a mixture are counted for every row: they are not routed here.
+func (r *Runner) countDense(n *Node, rows int) {
+	for e, l := range n.Layers {
+		r.Stats.Tokens[n.FirstLayer+e] += int64(rows)
+		r.Stats.Active[n.FirstLayer+e] += int64(rows * l.NFF)
+	}
 }
 
 // Stats counts, per sparse layer, the tokens seen and the neurons computed,
@@ -78,7 +87,8 @@ func (s *Stats) ActiveFraction(p *Program, k int) float64 {
 // NewRunner makes a runner for batches of p's sessions.
 func (p *Program) NewRunner(pool *ops.Pool) *Runner {
 	n := len(p.Layers)
-	return &Runner{p: p, pool: pool, plans: map[string]*plan{}, Stats: Stats{Tokens: make([]int64, n), Active: make([]int64, n)}}
+	return &Runner{p: p, pool: pool, plans: map[string]*plan{}, Stats: Stats{Tokens: make([]int64, n), Active: make([]int64, n)},
+		scratch: make([][]int32, n)}
 }
 
 // SetPredictor chooses the session's predictor for Forward.
@@ -87,35 +97,33 @@ func (s *Session) SetPredictor(p predictors.Predictor) { s.runner.Predictor = p 
 // Runner returns the runner Forward uses, for its stats and hooks.
 func (s *Session) Runner() *Runner { return s.runner }
 
-// choose asks the predictor for each row's neurons of one sparse node.
-func (r *Runner) choose(n *Node, in []*ops.Tensor, layer int) [][]int32 {
-	rows := in[0].Rows
-	for len(r.active) < rows {
-		r.active = append(r.active, nil)
-	}
-	start := time.Now()
-	for t := 0; t < rows; t++ {
-		x := predictors.Input{Normed: in[0].Row(t), Resid: in[1].Row(t), Pool: r.pool}
+// predictFor returns the Ctx.Predict of one sparse node: it asks the
+// predictor, counts what was chosen and feeds the Observe hook.
+func (r *Runner) predictFor(n *Node, in []*ops.Tensor) func(ffn, row int) []int32 {
+	return func(ffn, row int) []int32 {
+		l, k := n.Layers[ffn], n.FirstLayer+ffn
+		x := predictors.Input{Normed: in[0].Row(row), Resid: in[0].Row(row), Pool: r.pool}
+		if len(in) > 1 {
+			x.Resid = in[1].Row(row)
+		}
+		start := time.Now()
 		var a []int32
 		if r.Predictor != nil {
-			a = r.Predictor.Predict(n.Layer, x, r.active[t][:0])
-			r.active[t] = a
+			a = r.Predictor.Predict(l, x, r.scratch[k][:0])
+			r.scratch[k] = a
 		}
-		r.Stats.Tokens[layer]++
+		r.Stats.Predict += time.Since(start)
+		r.Stats.Tokens[k]++
 		if a == nil {
-			r.Stats.Active[layer] += int64(n.Layer.NFF)
+			r.Stats.Active[k] += int64(l.NFF)
 		} else {
-			r.Stats.Active[layer] += int64(len(a))
+			r.Stats.Active[k] += int64(len(a))
 		}
 		if r.Observe != nil {
-			r.Observe(n.Layer, x, a)
+			r.Observe(l, x, a)
 		}
+		return a
 	}
-	r.Stats.Predict += time.Since(start)
-	if r.Predictor == nil {
-		return nil
-	}
-	return r.active[:rows]
 }
 
 // Forward runs each session's tokens as one batch: the rows of all sessions
@@ -155,7 +163,6 @@ func (r *Runner) Forward(seqs []*Session, tokens [][]int, all bool) (*ops.Tensor
 	srcIDs := &ops.Tensor{Rows: N, Cols: 1, Data: ids}
 	srcPos := &ops.Tensor{Rows: N, Cols: 1, Data: pos}
 	outs := make([]*ops.Tensor, len(r.p.Nodes))
-	layer := 0
 	for i, n := range r.p.Nodes {
 		in := make([]*ops.Tensor, len(n.In))
 		for k, src := range n.In {
@@ -186,9 +193,10 @@ func (r *Runner) Forward(seqs []*Session, tokens [][]int, all bool) (*ops.Tensor
 		}
 		outs[i] = &ops.Tensor{Rows: nrows, Cols: n.Cols, Data: r.bufs[pl.buf[i]][:nrows*n.Cols]}
 		c.Out = outs[i]
-		if n.Op.Sparse {
-			c.Active = r.choose(n, in, layer)
-			layer++
+		if n.Op.Sparse && (r.Predictor != nil || r.Observe != nil) {
+			c.Predict = r.predictFor(n, in)
+		} else if n.Op.Sparse {
+			r.countDense(n, in[0].Rows)
 		}
 		if err := n.Op.Run(c); err != nil {
 			return nil, fmt.Errorf("%s: %v", n.Where, err)

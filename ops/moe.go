@@ -19,8 +19,17 @@ func init() {
 		Weights: []Slot{{Name: "router"}, {Name: "gate"}, {Name: "up"}, {Name: "down"}},
 		Attrs: []AttrSpec{{Name: "n_expert_used", Kind: Int}, {Name: "act", Kind: String, Enum: []string{"relu", "silu", "gelu"}},
 			{Name: "norm_topk", Kind: Bool, Default: true}},
-		Shape: moeShape,
-		Run:   moe,
+		Shape:  moeShape,
+		Run:    moe,
+		Sparse: true,
+		FFNs: func(w []*Weight, a Attrs) []FFN {
+			nE, ff := w[0].M.Rows, w[1].Dims[1]
+			ffns := make([]FFN, nE)
+			for e := range ffns {
+				ffns[e] = FFN{Gate: expertRows(w[1].M, e, ff), Up: expertRows(w[2].M, e, ff), Act: a.Str("act")}
+			}
+			return ffns
+		},
 	})
 }
 
@@ -105,9 +114,12 @@ func moe(c *Ctx) error {
 		}
 	}
 
+	clear(c.Out.Data)
+	if c.Predict != nil {
+		return moeSparse(c, byExpert)
+	}
 	// Each expert runs once over all the tokens routed to it, so a prefill
 	// streams its weights once, as a dense FFN would.
-	clear(c.Out.Data)
 	for e, toks := range byExpert {
 		n := len(toks)
 		if n == 0 {
@@ -128,6 +140,39 @@ func moe(c *Ctx) error {
 		MatMul(c.Pool, y, expertRows(down, e, d), g, n)
 		for i, r := range toks {
 			Axpy(c.Out.Row(r.t), r.w, y[i*d:(i+1)*d])
+		}
+	}
+	return nil
+}
+
+// moeSparse runs each routed expert on each of its tokens over the neurons
+// the predictor chose for that expert. Expert down matrices are stored
+// output-major ({n_ff, n_embd} per expert), so the down projection dots
+// each output row with the sparse activation vector.
+func moeSparse(c *Ctx, byExpert [][]routed) error {
+	gate, up, down := c.W[1].M, c.W[2].M, c.W[3].M
+	d, ff := c.In[0].Cols, c.W[1].Dims[1]
+	act := c.A.Str("act")
+	h := make([]float32, ff)
+	y := make([]float32, d)
+	for e, toks := range byExpert {
+		g, u, dn := expertRows(gate, e, ff), expertRows(up, e, ff), expertRows(down, e, d)
+		for _, r := range toks {
+			x := c.In[0].Row(r.t)
+			clear(h)
+			active := c.Predict(e, r.t)
+			each := func(i int) { h[i] = FFNActivation(act, 0, g.DotRow(i, x), u.DotRow(i, x)) }
+			if active == nil {
+				for i := range h {
+					each(i)
+				}
+			} else {
+				for _, i := range active {
+					each(int(i))
+				}
+			}
+			MatMul(c.Pool, y, dn, h, 1)
+			Axpy(c.Out.Row(r.t), r.w, y)
 		}
 	}
 	return nil

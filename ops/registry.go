@@ -77,9 +77,10 @@ type Ctx struct {
 	A    Attrs
 	Rows []Row
 	Pool *Pool
-	// Active, for a Sparse op, lists per row the neurons to compute, in
-	// ascending order; nil (or a nil row) means all of them.
-	Active [][]int32
+	// Predict, for a Sparse op, returns the neurons of FFN ffn (an index
+	// into what the op's FFNs returned) to compute for row; nil means all.
+	// It is nil itself when no predictor runs.
+	Predict func(ffn, row int) []int32
 	// OutRows, for a LastRows op, lists the input rows to compute, one per
 	// output row; nil means every row.
 	OutRows []int
@@ -105,8 +106,21 @@ type Op struct {
 	// LastRows ops may be asked to compute only some rows (Ctx.OutRows): the
 	// output projection needs only each sequence's last row in decode.
 	LastRows bool
-	// Sparse ops compute only the neurons a predictor chose (Ctx.Active).
+	// Sparse ops compute only the neurons a predictor chose (Ctx.Predict);
+	// FFNs describes the FFNs inside such an op (one, or one per expert),
+	// which is what a predictor sees.
 	Sparse bool
+	FFNs   func(w []*Weight, a Attrs) []FFN
+}
+
+// FFN is one feed-forward network inside a sparse op.
+type FFN struct {
+	Gate, Up  *Matrix   // neuron-major rows; Up is nil for a non-gated FFN
+	GateBias  []float32 // nil if none
+	FC1, FC2  *Matrix   // PowerInfer's predictor, if the file has one
+	Act       string
+	Threshold float32 // FATReLU's threshold
+	PredCut   float32 // the predictor's score threshold
 }
 
 var registry = map[string]*Op{}

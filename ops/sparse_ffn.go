@@ -26,6 +26,19 @@ func init() {
 			{Name: "threshold", Kind: Float, Default: 0.0}, {Name: "pred_threshold", Kind: Float, Default: 0.0}},
 		Shape: sparseFFNShape,
 		Run:   sparseFFN,
+		FFNs: func(w []*Weight, a Attrs) []FFN {
+			f := FFN{Gate: w[0].M, Act: a.Str("act"), Threshold: float32(a.Float("threshold")), PredCut: float32(a.Float("pred_threshold"))}
+			if w[1] != nil {
+				f.Up = w[1].M
+			}
+			if w[3] != nil {
+				f.FC1, f.FC2 = w[3].M, w[4].M
+			}
+			if w[5] != nil {
+				f.GateBias = w[5].Vec
+			}
+			return []FFN{f}
+		},
 	})
 }
 
@@ -94,57 +107,64 @@ func FFNActivation(act string, threshold, g, u float32) float32 {
 }
 
 func sparseFFN(c *Ctx) error {
-	gate, up, down := c.W[0].M, c.W[1], c.W[2].M
-	var gateBias []float32
-	if c.W[5] != nil {
-		gateBias = c.W[5].Vec
+	f := FFN{Gate: c.W[0].M, Act: c.A.Str("act"), Threshold: float32(c.A.Float("threshold"))}
+	if c.W[1] != nil {
+		f.Up = c.W[1].M
 	}
-	act, thr := c.A.Str("act"), float32(c.A.Float("threshold"))
-	nff := gate.Rows
+	if c.W[5] != nil {
+		f.GateBias = c.W[5].Vec
+	}
+	down := c.W[2].M
 	for t := 0; t < c.Out.Rows; t++ {
-		x, out := c.In[0].Row(t), c.Out.Row(t)
-		var active []int32
-		if c.Active != nil {
-			active = c.Active[t]
-		}
-		n := nff
-		if active != nil {
-			n = len(active)
-		}
-		// Each worker sums its share of neurons into its own partial; the
-		// partials are added after all finish, with no shared accumulator.
-		var mu sync.Mutex
-		var partial [][]float32
-		c.Pool.Run(n, func(lo, hi int) {
-			acc := make([]float32, len(out))
-			for k := lo; k < hi; k++ {
-				i := k
-				if active != nil {
-					i = int(active[k])
-				}
-				g := gate.DotRow(i, x)
-				if gateBias != nil {
-					g += gateBias[i]
-				}
-				u := float32(1)
-				if up != nil {
-					u = up.M.DotRow(i, x)
-				}
-				if a := FFNActivation(act, thr, g, u); a != 0 {
-					down.AxpyRow(i, a, acc)
-				}
-			}
-			mu.Lock()
-			partial = append(partial, acc)
-			mu.Unlock()
-		})
+		out := c.Out.Row(t)
 		clear(out)
 		if b := c.W[6]; b != nil {
 			copy(out, b.Vec)
 		}
-		for _, p := range partial {
-			Axpy(out, 1, p)
+		var active []int32
+		if c.Predict != nil {
+			active = c.Predict(0, t)
 		}
+		FFNRow(c.Pool, &f, down, c.In[0].Row(t), active, out)
 	}
 	return nil
+}
+
+// FFNRow adds one token's FFN output to out, computing only the active
+// neurons (nil: all). down is neuron-major. Each worker sums its share of
+// neurons into its own partial, and the partials are added after all finish:
+// no shared accumulator is written without synchronisation.
+func FFNRow(pool *Pool, f *FFN, down *Matrix, x []float32, active []int32, out []float32) {
+	n := f.Gate.Rows
+	if active != nil {
+		n = len(active)
+	}
+	var mu sync.Mutex
+	var partial [][]float32
+	pool.Run(n, func(lo, hi int) {
+		acc := make([]float32, len(out))
+		for k := lo; k < hi; k++ {
+			i := k
+			if active != nil {
+				i = int(active[k])
+			}
+			g := f.Gate.DotRow(i, x)
+			if f.GateBias != nil {
+				g += f.GateBias[i]
+			}
+			u := float32(1)
+			if f.Up != nil {
+				u = f.Up.DotRow(i, x)
+			}
+			if a := FFNActivation(f.Act, f.Threshold, g, u); a != 0 {
+				down.AxpyRow(i, a, acc)
+			}
+		}
+		mu.Lock()
+		partial = append(partial, acc)
+		mu.Unlock()
+	})
+	for _, p := range partial {
+		Axpy(out, 1, p)
+	}
 }

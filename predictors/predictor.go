@@ -14,6 +14,7 @@ import (
 // Layer is what a predictor may know about one FFN.
 type Layer struct {
 	Index      int // block index
+	Expert     int // expert index inside a mixture of experts, else 0
 	NEmbd, NFF int
 	Gate, Up   *ops.Matrix // neuron-major; Up is nil for a non-gated FFN
 	GateBias   []float32   // added to the gate pre-activation (OPT); nil if none
@@ -22,6 +23,12 @@ type Layer struct {
 	Threshold  float32     // a neuron fires when gate > Threshold (FATReLU: > 0)
 	PredCut    float32     // mlp scores at or below this are skipped (powerinfer.sparse_threshold)
 	Rates      []float32   // per-neuron activation rate from a profile; nil if none
+}
+
+// NewLayer describes an op's FFN to predictors.
+func NewLayer(block, expert int, f ops.FFN) *Layer {
+	return &Layer{Index: block, Expert: expert, NEmbd: f.Gate.Cols, NFF: f.Gate.Rows, Gate: f.Gate, Up: f.Up,
+		GateBias: f.GateBias, FC1: f.FC1, FC2: f.FC2, Act: f.Act, Threshold: f.Threshold, PredCut: f.PredCut}
 }
 
 // Input is one token's view of a layer.
