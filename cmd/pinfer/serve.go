@@ -1,0 +1,109 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/pinfer/pinfer/graph"
+	"github.com/pinfer/pinfer/server"
+	"github.com/spf13/cobra"
+)
+
+func serveCmd() *cobra.Command {
+	rewriteParallelFlag()
+	var mf modelFlags
+	var cfg server.Config
+	var host string
+	var port int
+	var grace time.Duration
+	c := &cobra.Command{
+		Use:   "serve",
+		Short: "Serve the model over OpenAI's HTTP API (chat, completions, streaming)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			m, pred, err := mf.loadPredicted()
+			if err != nil {
+				return err
+			}
+			defer m.Close()
+			cfg.Threads = mf.threads
+			// The same predictor as run's, on the runner all slots share.
+			cfg.Prepare = func(r *graph.Runner) error { r.Predictor = pred; return nil }
+			srv, err := server.New(m, cfg)
+			if err != nil {
+				return err
+			}
+			defer srv.Close()
+			ln, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
+			if err != nil {
+				return err
+			}
+			hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
+			served := make(chan error, 1)
+			go func() { served <- hs.Serve(ln) }()
+			fmt.Fprintf(os.Stderr, "pinfer: serving %s on http://%s (%d slots, context %d per slot)\n",
+				srv.ModelName(), ln.Addr(), max(cfg.Slots, 1), srv.NCtx())
+
+			sig, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			select {
+			case err := <-served:
+				return err
+			case <-sig.Done():
+			}
+			// Graceful: stop accepting, let the streams in flight finish for
+			// up to the grace period, then cancel what is left.
+			fmt.Fprintln(os.Stderr, "pinfer: shutting down")
+			srv.Drain()
+			ctx, cancel := context.WithTimeout(context.Background(), grace)
+			defer cancel()
+			if err := hs.Shutdown(ctx); err != nil {
+				srv.CancelAll()
+				ctx2, cancel2 := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel2()
+				if err := hs.Shutdown(ctx2); err != nil {
+					hs.Close()
+				}
+			}
+			if err := <-served; err != nil && !errors.Is(err, http.ErrServerClosed) {
+				return err
+			}
+			return nil
+		},
+	}
+	mf.add(c)
+	fl := c.Flags()
+	fl.StringVar(&host, "host", "127.0.0.1", "address to listen on")
+	fl.IntVar(&port, "port", 8080, "port to listen on (0: any free port, printed at start)")
+	fl.IntVar(&cfg.Slots, "parallel", 1, "slots: requests decoded together; more wait in a queue (also -np)")
+	fl.IntVarP(&cfg.Ctx, "ctx-size", "c", 0, "context size of each slot (default: the model's, at most 4096)")
+	fl.IntVarP(&cfg.DefaultMaxTokens, "n-predict", "n", -1, "tokens to generate when a request sets no max_tokens (-1: until the context is full)")
+	fl.StringVar(&cfg.APIKey, "api-key", "", "require \"Authorization: Bearer KEY\" on every endpoint but /health")
+	fl.StringVar(&cfg.ModelName, "alias", "", "model id served in /v1/models (default: the file name without .gguf)")
+	fl.DurationVar(&grace, "shutdown-timeout", 10*time.Second, "on SIGTERM/SIGINT, how long streams in flight may run before they are cancelled")
+	return c
+}
+
+// rewriteParallelFlag turns llama.cpp's "-np N" into "--parallel N": a
+// two-letter flag after one dash is not something pflag can declare.
+func rewriteParallelFlag() {
+	if len(os.Args) < 2 || os.Args[1] != "serve" {
+		return
+	}
+	for i, a := range os.Args {
+		if a == "-np" {
+			os.Args[i] = "--parallel"
+		} else if v, ok := strings.CutPrefix(a, "-np="); ok {
+			os.Args[i] = "--parallel=" + v
+		}
+	}
+}

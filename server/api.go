@@ -1,0 +1,190 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+)
+
+// samplingFields are the request fields shared by chat and completions:
+// OpenAI's, plus llama.cpp's top_k, min_p and repeat penalty. Pointers tell
+// an absent field from a zero one.
+type samplingFields struct {
+	Model            string         `json:"model"`
+	Stream           bool           `json:"stream"`
+	StreamOptions    *streamOptions `json:"stream_options"`
+	MaxTokens        *int           `json:"max_tokens"`
+	MaxCompletion    *int           `json:"max_completion_tokens"`
+	N                *int           `json:"n"`
+	Temperature      *float64       `json:"temperature"`
+	TopP             *float64       `json:"top_p"`
+	TopK             *int           `json:"top_k"`
+	MinP             *float64       `json:"min_p"`
+	RepeatPenalty    *float64       `json:"repeat_penalty"`
+	RepeatLastN      *int           `json:"repeat_last_n"`
+	FrequencyPenalty *float64       `json:"frequency_penalty"`
+	PresencePenalty  *float64       `json:"presence_penalty"`
+	Seed             *int64         `json:"seed"`
+	Stop             stopField      `json:"stop"`
+}
+
+type streamOptions struct {
+	IncludeUsage bool `json:"include_usage"`
+}
+
+type chatRequest struct {
+	samplingFields
+	Messages []chatMessage `json:"messages"`
+}
+
+type chatMessage struct {
+	Role    string       `json:"role"`
+	Content contentField `json:"content"`
+	Name    string       `json:"name"`
+}
+
+type completionRequest struct {
+	samplingFields
+	Prompt promptField `json:"prompt"`
+}
+
+// fieldError is a wrong-typed value found by a custom decoder; param names it.
+type fieldError struct{ param, msg string }
+
+func (e *fieldError) Error() string { return e.msg }
+
+func isNull(b []byte) bool { return string(bytes.TrimSpace(b)) == "null" }
+
+// stopField is "stop": a string, a list of strings, or null.
+type stopField []string
+
+func (s *stopField) UnmarshalJSON(b []byte) error {
+	if isNull(b) {
+		*s = nil
+		return nil
+	}
+	var one string
+	if json.Unmarshal(b, &one) == nil {
+		*s = stopField{one}
+		return nil
+	}
+	var many []string
+	if err := json.Unmarshal(b, &many); err != nil {
+		return &fieldError{"stop", "stop must be a string or an array of strings"}
+	}
+	*s = many
+	return nil
+}
+
+// contentField is a message's content: a string, a list of parts (of which
+// only text parts are supported, joined by newlines), or null.
+type contentField struct {
+	text  string
+	isSet bool
+}
+
+func (c *contentField) UnmarshalJSON(b []byte) error {
+	if isNull(b) {
+		*c = contentField{}
+		return nil
+	}
+	if json.Unmarshal(b, &c.text) == nil {
+		c.isSet = true
+		return nil
+	}
+	var parts []struct {
+		Type string  `json:"type"`
+		Text *string `json:"text"`
+	}
+	if err := json.Unmarshal(b, &parts); err != nil {
+		return &fieldError{"messages", "message content must be a string or an array of content parts"}
+	}
+	var texts []string
+	for _, p := range parts {
+		if p.Type != "text" || p.Text == nil {
+			return &fieldError{"messages", "only text content parts are supported, got type " + quote(p.Type)}
+		}
+		texts = append(texts, *p.Text)
+	}
+	c.text, c.isSet = strings.Join(texts, "\n"), true
+	return nil
+}
+
+// promptField is a completion prompt: a string, a list of one string, or a
+// list of token ids (used as they are, without BOS).
+type promptField struct {
+	text   string
+	tokens []int
+	isSet  bool
+}
+
+func (p *promptField) UnmarshalJSON(b []byte) error {
+	if isNull(b) {
+		*p = promptField{}
+		return nil
+	}
+	p.isSet = true
+	if json.Unmarshal(b, &p.text) == nil {
+		return nil
+	}
+	var texts []string
+	if json.Unmarshal(b, &texts) == nil {
+		if len(texts) != 1 {
+			return &fieldError{"prompt", "prompt: only one prompt per request is supported"}
+		}
+		p.text = texts[0]
+		return nil
+	}
+	if err := json.Unmarshal(b, &p.tokens); err != nil || len(p.tokens) == 0 {
+		return &fieldError{"prompt", "prompt must be a string, an array of one string, or a non-empty array of token ids"}
+	}
+	return nil
+}
+
+func quote(s string) string { b, _ := json.Marshal(s); return string(b) }
+
+// Responses.
+
+type usage struct {
+	PromptTokens     int `json:"prompt_tokens"`
+	CompletionTokens int `json:"completion_tokens"`
+	TotalTokens      int `json:"total_tokens"`
+}
+
+// timings are llama.cpp's server timings of one request.
+type timings struct {
+	PromptN             int     `json:"prompt_n"`
+	PromptMs            float64 `json:"prompt_ms"`
+	PromptPerTokenMs    float64 `json:"prompt_per_token_ms"`
+	PromptPerSecond     float64 `json:"prompt_per_second"`
+	PredictedN          int     `json:"predicted_n"`
+	PredictedMs         float64 `json:"predicted_ms"`
+	PredictedPerTokenMs float64 `json:"predicted_per_token_ms"`
+	PredictedPerSecond  float64 `json:"predicted_per_second"`
+}
+
+type chatChoice struct {
+	Index        int       `json:"index"`
+	Message      *chatOut  `json:"message,omitempty"`
+	Delta        *chatOut  `json:"delta,omitempty"`
+	Text         *string   `json:"text,omitempty"`
+	Logprobs     *struct{} `json:"logprobs"`
+	FinishReason *string   `json:"finish_reason"`
+}
+
+type chatOut struct {
+	Role    string  `json:"role,omitempty"`
+	Content *string `json:"content,omitempty"`
+}
+
+// completion is every response body and stream chunk of both endpoints;
+// Object tells them apart.
+type completion struct {
+	ID      string       `json:"id"`
+	Object  string       `json:"object"`
+	Created int64        `json:"created"`
+	Model   string       `json:"model"`
+	Choices []chatChoice `json:"choices"`
+	Usage   *usage       `json:"usage,omitempty"`
+	Timings *timings     `json:"timings,omitempty"`
+}

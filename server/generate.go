@@ -1,0 +1,174 @@
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"net/http"
+	"strings"
+	"time"
+)
+
+func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
+	var req chatRequest
+	if e := s.decodeBody(w, r, &req); e != nil {
+		writeError(w, e)
+		return
+	}
+	if e := s.checkModel(req.Model); e != nil {
+		writeError(w, e)
+		return
+	}
+	msgs, e := chatMessages(req.Messages)
+	if e != nil {
+		writeError(w, e)
+		return
+	}
+	g, e := s.sampling(&req.samplingFields)
+	if e != nil {
+		writeError(w, e)
+		return
+	}
+	prompt, err := s.chat.Prompt(msgs)
+	if err != nil {
+		writeError(w, badRequest("messages", "invalid_conversation", "%v", err))
+		return
+	}
+	ids := encodeChat(s.model.Tok, prompt)
+	if e := s.fit(&g, len(ids), "messages"); e != nil {
+		writeError(w, e)
+		return
+	}
+	s.generate(w, r, &req.samplingFields, newJob(nil, ids, false, g), true)
+}
+
+func chatMessages(in []chatMessage) ([]ChatMessage, *apiError) {
+	if len(in) == 0 {
+		return nil, badRequest("messages", "invalid_value", "messages must be a non-empty array")
+	}
+	out := make([]ChatMessage, len(in))
+	for i, m := range in {
+		role := m.Role
+		switch role {
+		case "developer":
+			role = "system" // OpenAI's newer name; templates know "system"
+		case "system", "user", "assistant", "tool":
+		default:
+			return nil, badRequest("messages", "invalid_value", "messages[%d].role must be system, developer, user, assistant or tool, not %s", i, quote(m.Role))
+		}
+		if !m.Content.isSet && role != "assistant" {
+			return nil, badRequest("messages", "invalid_value", "messages[%d].content is required", i)
+		}
+		out[i] = ChatMessage{Role: role, Content: m.Content.text, Name: m.Name}
+	}
+	return out, nil
+}
+
+func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
+	var req completionRequest
+	if e := s.decodeBody(w, r, &req); e != nil {
+		writeError(w, e)
+		return
+	}
+	if e := s.checkModel(req.Model); e != nil {
+		writeError(w, e)
+		return
+	}
+	if !req.Prompt.isSet {
+		writeError(w, badRequest("prompt", "missing_field", "prompt is required"))
+		return
+	}
+	g, e := s.sampling(&req.samplingFields)
+	if e != nil {
+		writeError(w, e)
+		return
+	}
+	// As pinfer run: BOS first, and an empty prompt is BOS alone with the
+	// output then starting the text.
+	ids, first := req.Prompt.tokens, false
+	for _, id := range ids {
+		if id < 0 || id >= s.model.Tok.Size() {
+			writeError(w, badRequest("prompt", "invalid_value", "token id %d is outside the vocabulary of %d", id, s.model.Tok.Size()))
+			return
+		}
+	}
+	if ids == nil {
+		ids, first = s.model.Encode(req.Prompt.text), req.Prompt.text == ""
+		if len(ids) == 0 {
+			ids = []int{s.model.Tok.BOS()}
+		}
+	}
+	if e := s.fit(&g, len(ids), "prompt"); e != nil {
+		writeError(w, e)
+		return
+	}
+	s.generate(w, r, &req.samplingFields, newJob(nil, ids, first, g), false)
+}
+
+// generate queues the job and answers with its result, whole or streamed.
+func (s *Server) generate(w http.ResponseWriter, r *http.Request, f *samplingFields, j *job, chat bool) {
+	if s.draining.Load() {
+		writeError(w, newError(http.StatusServiceUnavailable, "server_error", "shutting_down", "%v", errShutdown))
+		return
+	}
+	// The job ends when the handler does, however it returns: the
+	// scheduler then frees the slot at its next step.
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	j.ctx, j.stopped = ctx, s.loopDone
+	s.metrics.requests.Add(1)
+	s.queue.push(j)
+	defer s.queue.remove(j)
+	head := completion{ID: "cmpl-" + randomID(), Object: "text_completion", Created: time.Now().Unix(), Model: s.cfg.ModelName}
+	if chat {
+		head.ID, head.Object = "chatcmpl-"+randomID(), "chat.completion"
+	}
+	if f.Stream {
+		s.stream(w, j, head, chat, f.StreamOptions != nil && f.StreamOptions.IncludeUsage)
+		return
+	}
+	var text strings.Builder
+	for {
+		pieces, fin := j.take()
+		for _, p := range pieces {
+			text.WriteString(p)
+		}
+		if fin != "" {
+			break
+		}
+		if !j.wait() {
+			return // the client left
+		}
+	}
+	n, t, err := j.result()
+	if err != nil {
+		writeError(w, failure(err))
+		return
+	}
+	_, fin := j.take()
+	out := text.String()
+	choice := chatChoice{FinishReason: &fin}
+	if chat {
+		choice.Message = &chatOut{Role: "assistant", Content: &out}
+	} else {
+		choice.Text = &out
+	}
+	head.Choices = []chatChoice{choice}
+	head.Usage = &usage{PromptTokens: len(j.prompt), CompletionTokens: n, TotalTokens: len(j.prompt) + n}
+	head.Timings = &t
+	writeJSON(w, http.StatusOK, head)
+}
+
+// failure is the error of a request that ended without its answer.
+func failure(err error) *apiError {
+	if err == errShutdown {
+		return newError(http.StatusServiceUnavailable, "server_error", "shutting_down", "%v", err)
+	}
+	return newError(http.StatusInternalServerError, "server_error", "", "%v", err)
+}
+
+func randomID() string {
+	b := make([]byte, 12)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}

@@ -1,0 +1,110 @@
+package server
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// Finish reasons as OpenAI names them, plus the internal ones for a request
+// that ended without an answer.
+const (
+	finishStop      = "stop"
+	finishLength    = "length"
+	finishCancelled = "cancelled" // the client left or the server is shutting down
+	finishError     = "error"
+)
+
+// job is one generation request from the moment it is queued. The scheduler
+// writes its results; the handler reads them. The outbox never blocks the
+// scheduler, however slowly a client reads.
+type job struct {
+	ctx        context.Context // the request's: done when the client leaves
+	prompt     []int
+	firstPiece bool // the output begins the text: drop its dummy-prefix space
+	params     genParams
+
+	mu      sync.Mutex
+	pieces  []string
+	finish  string
+	err     error
+	tokens  int // generated, EOS excluded
+	timings timings
+	notify  chan struct{}   // one pending wake-up for the handler
+	stopped <-chan struct{} // closed when the scheduler has exited
+}
+
+func newJob(ctx context.Context, prompt []int, first bool, g genParams) *job {
+	return &job{ctx: ctx, prompt: prompt, firstPiece: first, params: g, notify: make(chan struct{}, 1)}
+}
+
+func (j *job) wake() {
+	select {
+	case j.notify <- struct{}{}:
+	default:
+	}
+}
+
+// emit hands generated text to the handler.
+func (j *job) emit(text string) {
+	if text == "" {
+		return
+	}
+	j.mu.Lock()
+	j.pieces = append(j.pieces, text)
+	j.mu.Unlock()
+	j.wake()
+}
+
+// end records how the request finished; the first call wins.
+func (j *job) end(reason string, err error, tokens int, t timings) {
+	j.mu.Lock()
+	if j.finish == "" {
+		j.finish, j.err, j.tokens, j.timings = reason, err, tokens, t
+	}
+	j.mu.Unlock()
+	j.wake()
+}
+
+// take returns the text produced since the last call and, once the job is
+// over, its finish reason.
+func (j *job) take() (pieces []string, finish string) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	pieces, j.pieces = j.pieces, nil
+	return pieces, j.finish
+}
+
+// wait blocks until there is news or the client leaves (false). Should the
+// scheduler stop first, the job ends as cancelled.
+func (j *job) wait() bool {
+	select {
+	case <-j.notify:
+		return true
+	case <-j.ctx.Done():
+		return false
+	case <-j.stopped:
+		j.end(finishCancelled, errShutdown, 0, timings{})
+		return true
+	}
+}
+
+// result is the job's outcome once finished.
+func (j *job) result() (tokens int, t timings, err error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.tokens, j.timings, j.err
+}
+
+func msSince(t time.Time) float64 { return float64(time.Since(t).Nanoseconds()) / 1e6 }
+
+func (t *timings) fill() {
+	if t.PromptN > 0 && t.PromptMs > 0 {
+		t.PromptPerTokenMs = t.PromptMs / float64(t.PromptN)
+		t.PromptPerSecond = 1000 / t.PromptPerTokenMs
+	}
+	if t.PredictedN > 0 && t.PredictedMs > 0 {
+		t.PredictedPerTokenMs = t.PredictedMs / float64(t.PredictedN)
+		t.PredictedPerSecond = 1000 / t.PredictedPerTokenMs
+	}
+}

@@ -1,0 +1,183 @@
+package server
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/pinfer/pinfer/sample"
+)
+
+// decodeBody reads a JSON object into v, turning every failure into the
+// error a client should see: 413 past the size limit, else 400 naming the
+// field whose value has the wrong type.
+func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, v any) *apiError {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return &apiError{Status: http.StatusRequestEntityTooLarge, Type: "invalid_request_error", Code: opt("request_too_large"),
+				Message: "the request body is larger than the limit of " + strconv.FormatInt(tooBig.Limit, 10) + " bytes"}
+		}
+		return badRequest("", "", "could not read the request body: %v", err)
+	}
+	if t := strings.TrimSpace(string(body)); t == "" || t == "null" {
+		return badRequest("", "", "the request body must be a JSON object")
+	}
+	err = json.Unmarshal(body, v)
+	var fe *fieldError
+	var te *json.UnmarshalTypeError
+	var se *json.SyntaxError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &fe):
+		return badRequest(fe.param, "invalid_type", "%s", fe.msg)
+	case errors.As(err, &te):
+		if te.Field == "" {
+			return badRequest("", "", "the request body must be a JSON object, not %s", jsonKind(te.Value))
+		}
+		field := strings.TrimPrefix(te.Field, "samplingFields.") // the embedded struct is no part of the API
+		return badRequest(field, "invalid_type", "invalid type for %s: expected %s, got %s", quote(field), goKind(te.Type.Kind().String()), jsonKind(te.Value))
+	case errors.As(err, &se):
+		return badRequest("", "", "the request body is not valid JSON: %v (at byte %d)", se, se.Offset)
+	}
+	return badRequest("", "", "the request body is not valid JSON: %v", err)
+}
+
+func jsonKind(v string) string {
+	switch {
+	case v == "object", v == "array":
+		return "an " + v
+	case v == "bool":
+		return "a boolean"
+	case v == "string", strings.HasPrefix(v, "number"):
+		return "a " + v
+	}
+	return v
+}
+
+func goKind(k string) string {
+	switch {
+	case strings.HasPrefix(k, "int"):
+		return "an integer"
+	case strings.HasPrefix(k, "float"):
+		return "a number"
+	case k == "bool":
+		return "a boolean"
+	case k == "string":
+		return "a string"
+	case k == "slice":
+		return "an array"
+	}
+	return "an object"
+}
+
+// checkModel accepts the served name, the file's name, or none at all.
+func (s *Server) checkModel(name string) *apiError {
+	if name == "" || name == s.cfg.ModelName || name == s.fileName {
+		return nil
+	}
+	return &apiError{Status: http.StatusNotFound, Type: "invalid_request_error", Param: opt("model"), Code: opt("model_not_found"),
+		Message: "The model " + quote(name) + " does not exist: this server serves " + quote(s.cfg.ModelName)}
+}
+
+// genParams is what a slot needs to run one request.
+type genParams struct {
+	sample    sample.Params
+	maxTokens int // -1: until the context is full
+	stops     []string
+}
+
+// sampling validates the fields and fills in llama.cpp's defaults for the
+// absent ones.
+func (s *Server) sampling(f *samplingFields) (genParams, *apiError) {
+	g := genParams{sample: sample.Defaults(), maxTokens: s.cfg.DefaultMaxTokens}
+	p := &g.sample
+	if f.N != nil && *f.N != 1 {
+		return g, badRequest("n", "invalid_value", "n must be 1: one choice per request is supported")
+	}
+	for name, v := range map[string]*float64{"frequency_penalty": f.FrequencyPenalty, "presence_penalty": f.PresencePenalty} {
+		if v != nil && *v != 0 {
+			return g, badRequest(name, "unsupported_value", "%s is not supported (use repeat_penalty)", name)
+		}
+	}
+	if f.Temperature != nil {
+		if *f.Temperature < 0 || *f.Temperature > 2 {
+			return g, badRequest("temperature", "invalid_value", "temperature must be between 0 and 2")
+		}
+		p.Temp = *f.Temperature
+	}
+	if f.TopP != nil {
+		if *f.TopP <= 0 || *f.TopP > 1 {
+			return g, badRequest("top_p", "invalid_value", "top_p must be in (0, 1]")
+		}
+		p.TopP = *f.TopP
+	}
+	if f.TopK != nil {
+		if *f.TopK < 0 {
+			return g, badRequest("top_k", "invalid_value", "top_k must not be negative")
+		}
+		p.TopK = *f.TopK
+	}
+	if f.MinP != nil {
+		if *f.MinP < 0 || *f.MinP > 1 {
+			return g, badRequest("min_p", "invalid_value", "min_p must be between 0 and 1")
+		}
+		p.MinP = *f.MinP
+	}
+	if f.RepeatPenalty != nil {
+		if *f.RepeatPenalty <= 0 {
+			return g, badRequest("repeat_penalty", "invalid_value", "repeat_penalty must be positive")
+		}
+		p.RepeatPenalty = *f.RepeatPenalty
+	}
+	if f.RepeatLastN != nil {
+		if *f.RepeatLastN < 0 {
+			return g, badRequest("repeat_last_n", "invalid_value", "repeat_last_n must not be negative")
+		}
+		p.RepeatLastN = *f.RepeatLastN
+	}
+	if f.Seed != nil {
+		p.Seed = uint64(*f.Seed)
+	} else {
+		p.Seed = rand.Uint64()
+	}
+	mt, name := f.MaxTokens, "max_tokens"
+	if mt == nil {
+		mt, name = f.MaxCompletion, "max_completion_tokens"
+	}
+	if mt != nil {
+		if *mt < 1 {
+			return g, badRequest(name, "invalid_value", "%s must be at least 1", name)
+		}
+		g.maxTokens = *mt
+	}
+	if len(f.Stop) > 4 {
+		return g, badRequest("stop", "invalid_value", "stop takes at most 4 strings")
+	}
+	for _, st := range f.Stop {
+		if st != "" {
+			g.stops = append(g.stops, st)
+		}
+	}
+	return g, nil
+}
+
+// fit checks a tokenized prompt and max_tokens against the slot context.
+func (s *Server) fit(g *genParams, nPrompt int, promptParam string) *apiError {
+	if nPrompt >= s.nctx {
+		return badRequest(promptParam, "context_length_exceeded",
+			"the prompt has %d tokens but the context is %d tokens (at least one must be left to generate)", nPrompt, s.nctx)
+	}
+	if g.maxTokens > s.nctx-nPrompt {
+		return badRequest("max_tokens", "context_length_exceeded",
+			"max_tokens is too large: %d, the prompt has %d tokens and the context is %d, so at most %d can be generated",
+			g.maxTokens, nPrompt, s.nctx, s.nctx-nPrompt)
+	}
+	return nil
+}

@@ -1,0 +1,177 @@
+// Package server serves a model over OpenAI's HTTP API: chat and text
+// completions (streamed by server-sent events), tokenize/detokenize, health
+// and Prometheus metrics. One scheduler goroutine owns the model and decodes
+// all busy slots in one batch per step (continuous batching).
+package server
+
+import (
+	"crypto/subtle"
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/pinfer/pinfer/engine"
+	"github.com/pinfer/pinfer/graph"
+	"github.com/pinfer/pinfer/models"
+	"github.com/pinfer/pinfer/ops"
+)
+
+// Config sets up a Server; zero fields take the defaults noted.
+type Config struct {
+	Slots            int    // requests decoded together (-np); 0: 1
+	Ctx              int    // context of each slot; 0: the model's, at most 4096
+	Threads          int    // 0: all cores
+	APIKey           string // when set, every endpoint but /health needs "Authorization: Bearer KEY"
+	ModelName        string // the id in /v1/models; "": the file name without .gguf
+	DefaultMaxTokens int    // when a request sets none; 0: until the context is full
+	MaxBodyBytes     int64  // 0: 4 MiB
+	// Prepare, if set, configures the scheduler's runner once (a sparse
+	// predictor, say) before any request runs.
+	Prepare func(*graph.Runner) error
+}
+
+// Server is an http.Handler around one loaded model.
+type Server struct {
+	cfg      Config
+	model    *engine.Model
+	chat     *Chat
+	fileName string
+	nctx     int
+	created  int64
+	mux      *http.ServeMux
+
+	pool   *ops.Pool
+	runner *graph.Runner
+	slots  []*slot
+	queue  *queue
+
+	draining  atomic.Bool // refuse new generations
+	cancelAll atomic.Bool // end the ones in flight
+	quit      chan struct{}
+	loopDone  chan struct{}
+	closeOnce sync.Once
+
+	metrics metrics
+}
+
+// New starts the scheduler for m. Close stops it.
+func New(m *engine.Model, cfg Config) (*Server, error) {
+	if cfg.Slots <= 0 {
+		cfg.Slots = 1
+	}
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = 4 << 20
+	}
+	if cfg.DefaultMaxTokens <= 0 {
+		cfg.DefaultMaxTokens = -1
+	}
+	file := filepath.Base(m.Path)
+	if strings.HasSuffix(file, "-"+models.DefaultName) {
+		file = models.DefaultName // the built-in model, unpacked under a hash prefix
+	}
+	file = strings.TrimSuffix(file, ".gguf")
+	if cfg.ModelName == "" {
+		cfg.ModelName = file
+	}
+	nctx := cfg.Ctx
+	if nctx <= 0 {
+		nctx = min(max(m.ContextLength(), 1), 4096)
+	}
+	chat, err := NewChat(m)
+	if err != nil {
+		return nil, fmt.Errorf("%s: tokenizer.chat_template: %v", m.Path, err)
+	}
+	s := &Server{cfg: cfg, model: m, chat: chat, fileName: file, nctx: nctx, created: time.Now().Unix(),
+		queue: newQueue(), quit: make(chan struct{}), loopDone: make(chan struct{})}
+	s.pool = ops.NewPool(cfg.Threads)
+	s.runner = m.Prog.NewRunner(s.pool)
+	if cfg.Prepare != nil {
+		if err := cfg.Prepare(s.runner); err != nil {
+			s.pool.Close()
+			return nil, err
+		}
+	}
+	for range cfg.Slots {
+		s.slots = append(s.slots, &slot{sess: m.NewSession(nctx, s.pool)})
+	}
+	s.metrics.slotsTotal = len(s.slots)
+	s.routes()
+	go s.loop()
+	return s, nil
+}
+
+// ModelName is the id clients use.
+func (s *Server) ModelName() string { return s.cfg.ModelName }
+
+// NCtx is each slot's context length.
+func (s *Server) NCtx() int { return s.nctx }
+
+func (s *Server) routes() {
+	s.mux = http.NewServeMux()
+	s.mux.HandleFunc("GET /health", s.health)
+	s.mux.HandleFunc("GET /v1/models", s.auth(s.listModels))
+	s.mux.HandleFunc("GET /v1/models/{id...}", s.auth(s.getModel))
+	s.mux.HandleFunc("POST /v1/chat/completions", s.auth(s.chatCompletions))
+	s.mux.HandleFunc("POST /v1/completions", s.auth(s.completions))
+	s.mux.HandleFunc("POST /tokenize", s.auth(s.tokenize))
+	s.mux.HandleFunc("POST /detokenize", s.auth(s.detokenize))
+	s.mux.HandleFunc("GET /metrics", s.auth(s.serveMetrics))
+	s.mux.HandleFunc("/", s.notFound)
+}
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+
+func (s *Server) auth(h http.HandlerFunc) http.HandlerFunc {
+	if s.cfg.APIKey == "" {
+		return h
+	}
+	want := []byte("Bearer " + s.cfg.APIKey)
+	return func(w http.ResponseWriter, r *http.Request) {
+		got := []byte(r.Header.Get("Authorization"))
+		if subtle.ConstantTimeCompare(got, want) != 1 {
+			writeError(w, &apiError{Status: http.StatusUnauthorized, Type: "invalid_request_error", Code: opt("invalid_api_key"),
+				Message: "Incorrect or missing API key: send \"Authorization: Bearer KEY\""})
+			return
+		}
+		h(w, r)
+	}
+}
+
+// notFound answers unknown paths, and known paths with the wrong method,
+// in the JSON error shape rather than the mux's plain text.
+func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {
+	for _, p := range []string{"/health", "/v1/models", "/v1/chat/completions", "/v1/completions", "/tokenize", "/detokenize", "/metrics"} {
+		if r.URL.Path == p {
+			writeError(w, newError(http.StatusMethodNotAllowed, "invalid_request_error", "method_not_allowed", "%s is not allowed on %s", r.Method, p))
+			return
+		}
+	}
+	writeError(w, newError(http.StatusNotFound, "invalid_request_error", "not_found", "no endpoint %s %s", r.Method, r.URL.Path))
+}
+
+// Drain makes new generation requests fail with 503 while those already
+// accepted run on: the first step of a graceful shutdown.
+func (s *Server) Drain() { s.draining.Store(true) }
+
+// CancelAll ends every request in flight or queued: streams get an error
+// event and close. Used when a graceful shutdown runs out of time.
+func (s *Server) CancelAll() {
+	s.cancelAll.Store(true)
+	s.cancelQueued()
+	s.queue.poke()
+}
+
+// Close stops the scheduler (cancelling what is left) and frees the workers.
+func (s *Server) Close() {
+	s.closeOnce.Do(func() {
+		s.draining.Store(true)
+		close(s.quit)
+		<-s.loopDone
+		s.pool.Close()
+	})
+}

@@ -1,0 +1,83 @@
+package server
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+)
+
+// stream answers by server-sent events as OpenAI does: a chunk per piece of
+// text (choices[0].delta.content for chat, choices[0].text otherwise), a
+// last chunk with finish_reason (and llama.cpp's timings), a usage chunk
+// when asked for, then "data: [DONE]". A request that fails midway gets an
+// {"error": ...} event instead and the stream ends.
+func (s *Server) stream(w http.ResponseWriter, j *job, head completion, chat bool, withUsage bool) {
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.Header().Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(w)
+	if chat {
+		head.Object = "chat.completion.chunk"
+	}
+	send := func(v any) bool {
+		b, _ := json.Marshal(v)
+		if _, err := fmt.Fprintf(w, "data: %s\n\n", b); err != nil {
+			return false
+		}
+		return rc.Flush() == nil
+	}
+	chunk := func(text *string, role string, finish *string) completion {
+		c := head
+		ch := chatChoice{FinishReason: finish}
+		if chat {
+			ch.Delta = &chatOut{Role: role, Content: text}
+		} else {
+			if text == nil {
+				text = new(string)
+			}
+			ch.Text = text
+		}
+		c.Choices = []chatChoice{ch}
+		return c
+	}
+	if chat && !send(chunk(new(string), "assistant", nil)) {
+		return
+	}
+	var fin string
+	for {
+		var pieces []string
+		pieces, fin = j.take()
+		for _, p := range pieces {
+			if !send(chunk(&p, "", nil)) {
+				return
+			}
+		}
+		if fin != "" {
+			break
+		}
+		if !j.wait() {
+			return
+		}
+	}
+	n, t, err := j.result()
+	if err != nil {
+		send(map[string]any{"error": failure(err)})
+		return
+	}
+	last := chunk(nil, "", &fin)
+	last.Timings = &t
+	if !send(last) {
+		return
+	}
+	if withUsage {
+		u := head
+		u.Choices = []chatChoice{}
+		u.Usage = &usage{PromptTokens: len(j.prompt), CompletionTokens: n, TotalTokens: len(j.prompt) + n}
+		if !send(u) {
+			return
+		}
+	}
+	fmt.Fprint(w, "data: [DONE]\n\n")
+	rc.Flush()
+}

@@ -1,0 +1,38 @@
+package server
+
+import "fmt"
+
+// Template is a parsed chat template: the subset of Jinja that model files'
+// tokenizer.chat_template strings use (if/elif/else, for with loop.*, set and
+// namespace, filters, tests, string methods, raise_exception), rendered with
+// Hugging Face's trim_blocks and lstrip_blocks.
+type Template struct {
+	root []node
+}
+
+// ParseTemplate parses a template's source.
+func ParseTemplate(src string) (*Template, error) {
+	segs, err := lexTemplate(src)
+	if err != nil {
+		return nil, err
+	}
+	root, err := parseTemplate(segs)
+	if err != nil {
+		return nil, err
+	}
+	return &Template{root: root}, nil
+}
+
+// Render runs the template with the given variables (strings, numbers,
+// bools, []any and map[string]any). An error from raise_exception carries
+// the template's own message.
+func (t *Template) Render(vars map[string]any) (out string, err error) {
+	r := &renderer{scopes: []map[string]any{vars, {}}}
+	if err := r.nodes(t.root); err != nil {
+		if _, ok := err.(*raised); ok {
+			return "", err
+		}
+		return "", fmt.Errorf("chat template: %v", err)
+	}
+	return r.out.String(), nil
+}

@@ -1,0 +1,288 @@
+package server
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Values are Go's: string, int, float64, bool, nil (none), []any, map[string]any,
+// plus undefined for names and keys that do not exist, and *namespace.
+type undefined struct{}
+
+// namespace is Jinja's mutable object, the one way to carry a value out of a loop.
+type namespace map[string]any
+
+// loopInfo is the "loop" variable of a for block.
+type loopInfo struct {
+	index, length int
+	prev, next    any
+}
+
+// raised is the error of raise_exception, shown to the client as it is.
+type raised struct{ msg string }
+
+func (r *raised) Error() string { return r.msg }
+
+type renderer struct {
+	out    strings.Builder
+	scopes []map[string]any
+}
+
+func (r *renderer) lookup(name string) any {
+	for i := len(r.scopes) - 1; i >= 0; i-- {
+		if v, ok := r.scopes[i][name]; ok {
+			return v
+		}
+	}
+	return undefined{}
+}
+
+func (r *renderer) nodes(ns []node) error {
+	for _, n := range ns {
+		if err := r.node(n); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (r *renderer) node(n node) error {
+	switch n := n.(type) {
+	case textNode:
+		r.out.WriteString(string(n))
+	case outNode:
+		v, err := r.eval(n.e)
+		if err != nil {
+			return err
+		}
+		r.out.WriteString(str(v))
+	case *ifNode:
+		for i, c := range n.conds {
+			v, err := r.eval(c)
+			if err != nil {
+				return err
+			}
+			if truthy(v) {
+				return r.nodes(n.bodies[i])
+			}
+		}
+		return r.nodes(n.els)
+	case *forNode:
+		return r.forLoop(n)
+	case *setNode:
+		v, err := r.eval(n.e)
+		if err != nil {
+			return err
+		}
+		if n.attr == "" {
+			r.scopes[len(r.scopes)-1][n.name] = v
+			return nil
+		}
+		ns, ok := r.lookup(n.name).(namespace)
+		if !ok {
+			return fmt.Errorf("set %s.%s: %s is not a namespace", n.name, n.attr, n.name)
+		}
+		ns[n.attr] = v
+	}
+	return nil
+}
+
+func (r *renderer) forLoop(n *forNode) error {
+	it, err := r.eval(n.iter)
+	if err != nil {
+		return err
+	}
+	items, err := iterate(it)
+	if err != nil {
+		return fmt.Errorf("for %s: %v", strings.Join(n.vars, ", "), err)
+	}
+	scope := map[string]any{}
+	r.scopes = append(r.scopes, scope)
+	defer func() { r.scopes = r.scopes[:len(r.scopes)-1] }()
+	bind := func(item any) error {
+		if len(n.vars) == 1 {
+			scope[n.vars[0]] = item
+			return nil
+		}
+		tuple, ok := item.([]any)
+		if !ok || len(tuple) != len(n.vars) {
+			return fmt.Errorf("for %s: cannot unpack %s", strings.Join(n.vars, ", "), str(item))
+		}
+		for i, v := range n.vars {
+			scope[v] = tuple[i]
+		}
+		return nil
+	}
+	if n.filter != nil {
+		var kept []any
+		for _, item := range items {
+			if err := bind(item); err != nil {
+				return err
+			}
+			v, err := r.eval(n.filter)
+			if err != nil {
+				return err
+			}
+			if truthy(v) {
+				kept = append(kept, item)
+			}
+		}
+		items = kept
+	}
+	if len(items) == 0 {
+		return r.nodes(n.els)
+	}
+	for i, item := range items {
+		if err := bind(item); err != nil {
+			return err
+		}
+		li := &loopInfo{index: i, length: len(items)}
+		if i > 0 {
+			li.prev = items[i-1]
+		} else {
+			li.prev = undefined{}
+		}
+		if i+1 < len(items) {
+			li.next = items[i+1]
+		} else {
+			li.next = undefined{}
+		}
+		scope["loop"] = li
+		if err := r.nodes(n.body); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// iterate lists what a for loop visits: a list's items, a string's
+// characters, a mapping's keys in order.
+func iterate(v any) ([]any, error) {
+	switch v := v.(type) {
+	case []any:
+		return v, nil
+	case string:
+		var out []any
+		for _, c := range v {
+			out = append(out, string(c))
+		}
+		return out, nil
+	case map[string]any:
+		return anyKeys(v), nil
+	case namespace:
+		return anyKeys(v), nil
+	case undefined, nil:
+		return nil, nil
+	}
+	return nil, fmt.Errorf("%s is not iterable", typeName(v))
+}
+
+func anyKeys[M ~map[string]any](m M) []any {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	out := make([]any, len(keys))
+	for i, k := range keys {
+		out[i] = k
+	}
+	return out
+}
+
+func truthy(v any) bool {
+	switch v := v.(type) {
+	case nil, undefined:
+		return false
+	case bool:
+		return v
+	case string:
+		return v != ""
+	case int:
+		return v != 0
+	case float64:
+		return v != 0
+	case []any:
+		return len(v) > 0
+	case map[string]any:
+		return len(v) > 0
+	}
+	return true
+}
+
+// str renders a value as Jinja prints it (Python's str).
+func str(v any) string {
+	switch v := v.(type) {
+	case string:
+		return v
+	case undefined:
+		return ""
+	case nil:
+		return "None"
+	case bool:
+		if v {
+			return "True"
+		}
+		return "False"
+	case int:
+		return strconv.Itoa(v)
+	case float64:
+		if v == math.Trunc(v) && math.Abs(v) < 1e16 {
+			return strconv.FormatFloat(v, 'f', 1, 64)
+		}
+		return strconv.FormatFloat(v, 'g', -1, 64)
+	}
+	return repr(v)
+}
+
+// repr is Python's repr, for values inside lists and dicts.
+func repr(v any) string {
+	switch v := v.(type) {
+	case string:
+		return "'" + strings.ReplaceAll(strings.ReplaceAll(v, `\`, `\\`), "'", `\'`) + "'"
+	case []any:
+		parts := make([]string, len(v))
+		for i, x := range v {
+			parts[i] = repr(x)
+		}
+		return "[" + strings.Join(parts, ", ") + "]"
+	case map[string]any:
+		return reprMap(v)
+	case namespace:
+		return "<Namespace " + reprMap(v) + ">"
+	case *loopInfo:
+		return "<LoopContext>"
+	}
+	return str(v)
+}
+
+func reprMap[M ~map[string]any](m M) string {
+	var parts []string
+	for _, k := range anyKeys(m) {
+		parts = append(parts, repr(k)+": "+repr(m[k.(string)]))
+	}
+	return "{" + strings.Join(parts, ", ") + "}"
+}
+
+func typeName(v any) string {
+	switch v.(type) {
+	case nil:
+		return "none"
+	case undefined:
+		return "undefined"
+	case string:
+		return "a string"
+	case int, float64:
+		return "a number"
+	case bool:
+		return "a boolean"
+	case []any:
+		return "a list"
+	case map[string]any, namespace:
+		return "a mapping"
+	}
+	return fmt.Sprintf("%T", v)
+}
