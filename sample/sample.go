@@ -82,9 +82,10 @@ func (s *Sampler) Sample(logits []float32) int {
 		}
 		return c[best].id
 	}
-	sort.SliceStable(c, func(i, j int) bool { return c[i].logit > c[j].logit })
 	if k := s.p.TopK; k > 0 && k < len(c) {
-		c = c[:k]
+		c = topK(c, k) // a vocabulary-wide sort costs more than the model here
+	} else {
+		sort.Slice(c, func(i, j int) bool { return better(c[i], c[j]) })
 	}
 	probs := softmax(c, 1)
 	if p := s.p.TopP; p > 0 && p < 1 {
@@ -129,4 +130,40 @@ func softmax(c []cand, temp float64) []float64 {
 		p[i] /= sum
 	}
 	return p
+}
+
+// better orders candidates: higher logit first, lower id on ties.
+func better(a, b cand) bool { return a.logit > b.logit || (a.logit == b.logit && a.id < b.id) }
+
+// topK moves the k best candidates to the front, sorted, in O(n log k):
+// a min-heap of the best k seen so far.
+func topK(c []cand, k int) []cand {
+	h := c[:k]
+	down := func(i int) {
+		for {
+			l, m := 2*i+1, i
+			if l < k && better(h[m], h[l]) {
+				m = l
+			}
+			if r := l + 1; r < k && better(h[m], h[r]) {
+				m = r
+			}
+			if m == i {
+				return
+			}
+			h[i], h[m] = h[m], h[i]
+			i = m
+		}
+	}
+	for i := k/2 - 1; i >= 0; i-- {
+		down(i)
+	}
+	for _, x := range c[k:] {
+		if better(x, h[0]) {
+			h[0] = x
+			down(0)
+		}
+	}
+	sort.Slice(h, func(i, j int) bool { return better(h[i], h[j]) })
+	return h
 }

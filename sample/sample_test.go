@@ -2,6 +2,7 @@ package sample
 
 import (
 	"math"
+	"sort"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -76,4 +77,17 @@ func TestSeedReproducible(t *testing.T) {
 	}
 	require.True(t, same)
 	require.True(t, diff)
+}
+
+// The heap selection picks what a full sort picks, ties by lower id.
+func TestTopKMatchesSort(t *testing.T) {
+	for _, k := range []int{1, 2, 5, 17} {
+		c := make([]cand, 100)
+		for i := range c {
+			c[i] = cand{i, float64((i * 37) % 23)}
+		}
+		full := append([]cand(nil), c...)
+		sort.Slice(full, func(i, j int) bool { return better(full[i], full[j]) })
+		require.Equal(t, full[:k], topK(c, k))
+	}
 }
