@@ -1,0 +1,64 @@
+package main
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/pinfer/pinfer/gguf"
+	"github.com/pinfer/pinfer/placement"
+	"github.com/pinfer/pinfer/predictors"
+	"github.com/spf13/cobra"
+)
+
+func placeCmd() *cobra.Command {
+	var model, stats, out string
+	var budgetGiB, sparseCost float64
+	c := &cobra.Command{
+		Use:   "place -m FILE --stats STATS --vram-budget GIB -o FILE.gpuidx",
+		Short: "Choose the weights that go to the GPU under a VRAM budget and write PowerInfer's .gpuidx",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if model == "" || stats == "" {
+				return fmt.Errorf("place: -m FILE and --stats STATS are required")
+			}
+			if budgetGiB < 0 || math.IsNaN(budgetGiB) || math.IsInf(budgetGiB, 0) {
+				return fmt.Errorf("place: --vram-budget %g: want a size in GiB, 0 or more", budgetGiB)
+			}
+			if out == "" {
+				out = model + ".generated.gpuidx"
+			}
+			st, err := predictors.ReadStats(stats)
+			if err != nil {
+				return err
+			}
+			f, err := gguf.Open(model)
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			m, err := placement.FromGGUF(f, st)
+			if err != nil {
+				return err
+			}
+			budget := uint64(min(budgetGiB*(1<<30), math.MaxInt64))
+			p := placement.Place(m, budget, placement.Costs{Sparse: sparseCost})
+			if err := placement.WriteIndex(out, p.Index()); err != nil {
+				return err
+			}
+			neurons, total := 0, 0
+			for _, l := range p.Layers {
+				neurons += len(l.GPU)
+				total += l.NFF
+			}
+			fmt.Printf("%s: %.2f of %.2f GiB on the GPU: %d of %d dense parts, %d of %d neurons; %.1f%% of the CPU's bytes per token moved\n",
+				out, float64(p.Used)/(1<<30), float64(m.Bytes())/(1<<30), len(p.Dense), len(m.Parts), neurons, total, 100*p.Value/max(p.Total, 1))
+			return nil
+		},
+	}
+	c.Flags().StringVarP(&model, "model", "m", "", "model GGUF file")
+	c.Flags().StringVar(&stats, "stats", "", "activation profile (JSON from 'pinfer profile')")
+	c.Flags().Float64Var(&budgetGiB, "vram-budget", 0, "GPU memory for weights, in GiB")
+	c.Flags().StringVarP(&out, "output", "o", "", "output .gpuidx (default: FILE.generated.gpuidx)")
+	c.Flags().Float64Var(&sparseCost, "sparse-cost", 1, "CPU cost of a byte of sparse rows relative to a byte of a dense stream")
+	return c
+}

@@ -1,0 +1,479 @@
+// Decode-time kernels for pinfer's CUDA backend: one token, f32 activations,
+// weights in the device layout that upload.go writes.
+//
+// Device layout of a weight row: every row starts on a 16-byte boundary
+// (rowStride bytes apart). f32/f16 rows are plain. q8_0 and q4_0 rows are
+// split into the quants of all blocks first (32 bytes per q8_0 block, 16 per
+// q4_0 block, the q4_0 nibbles kept in GGML's order: byte j holds elements j
+// and j+16) and then the blocks' f16 scales, so that quants load as aligned
+// 16-byte vectors.
+//
+// Every scalar parameter is 64 bits wide (long long or double): the Go side
+// copies 8 bytes per kernel argument.
+
+#include <cuda_fp16.h>
+#include <stdint.h>
+
+typedef long long i64;
+
+#define WARP 32
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+__device__ __forceinline__ float h2f(uint16_t h) { return __half2float(__ushort_as_half(h)); }
+
+// Weights are streamed once per token: load them past L1 so that x stays there.
+__device__ __forceinline__ uint4 ld_stream(const void *p) { return __ldcs((const uint4 *)p); }
+
+// Row formats. Each describes one 16-byte vector of a row: how many elements
+// it holds (EPV) and how it dots with / accumulates from x.
+enum { T_F32 = 0, T_F16 = 1, T_Q4_0 = 2, T_Q8_0 = 8 };
+
+template <int T> struct Fmt;
+
+template <> struct Fmt<T_F32> {
+    enum { EPV = 4 };
+    __device__ static float dot(uint4 v, const float *row_scales, i64 e, const float *x) {
+        float4 xv = *(const float4 *)(x + e);
+        return (__uint_as_float(v.x) * xv.x + __uint_as_float(v.y) * xv.y) +
+               (__uint_as_float(v.z) * xv.z + __uint_as_float(v.w) * xv.w);
+    }
+    __device__ static void axpy(uint4 v, float s, float a, float *acc) {
+        acc[0] += a * __uint_as_float(v.x);
+        acc[1] += a * __uint_as_float(v.y);
+        acc[2] += a * __uint_as_float(v.z);
+        acc[3] += a * __uint_as_float(v.w);
+    }
+    __device__ static void put(float *y, i64 e, const float *acc) {
+#pragma unroll
+        for (int i = 0; i < 4; i++) y[e + i] = acc[i];
+    }
+    __device__ static float scale(const unsigned char *row, i64 qbytes, i64 e) { return 1.f; }
+};
+
+template <> struct Fmt<T_F16> {
+    enum { EPV = 8 };
+    __device__ static float dot(uint4 v, const float *, i64 e, const float *x) {
+        const __half2 *h = (const __half2 *)&v;
+        float4 x0 = *(const float4 *)(x + e), x1 = *(const float4 *)(x + e + 4);
+        float2 a = __half22float2(h[0]), b = __half22float2(h[1]);
+        float2 c = __half22float2(h[2]), d = __half22float2(h[3]);
+        return ((a.x * x0.x + a.y * x0.y) + (b.x * x0.z + b.y * x0.w)) +
+               ((c.x * x1.x + c.y * x1.y) + (d.x * x1.z + d.y * x1.w));
+    }
+    __device__ static void axpy(uint4 v, float, float a, float *acc) {
+        const __half2 *h = (const __half2 *)&v;
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            float2 f = __half22float2(h[i]);
+            acc[2 * i] += a * f.x;
+            acc[2 * i + 1] += a * f.y;
+        }
+    }
+    __device__ static void put(float *y, i64 e, const float *acc) {
+#pragma unroll
+        for (int i = 0; i < 8; i++) y[e + i] = acc[i];
+    }
+    __device__ static float scale(const unsigned char *, i64, i64) { return 1.f; }
+};
+
+// Small integers become floats without the conversion unit (a quarter of
+// the FMA rate): byte k of w is placed in the mantissa of 2^23 by one byte
+// permute, and subtracting 2^23 (plus the format's offset) leaves it exact.
+__device__ __forceinline__ float mag(unsigned w, int k) {
+    return __uint_as_float(__byte_perm(w, 0x4B000000u, 0x7440 | k));
+}
+#define MAGIC 8388608.f
+
+// q8_0: a vector is half a block, 16 consecutive int8 elements; flipping the
+// sign bit makes them unsigned with an offset of 128.
+template <> struct Fmt<T_Q8_0> {
+    enum { EPV = 16 };
+    __device__ static float dot(uint4 v, const float *, i64 e, const float *x) {
+        const unsigned w[4] = {v.x ^ 0x80808080u, v.y ^ 0x80808080u, v.z ^ 0x80808080u, v.w ^ 0x80808080u};
+        const float M = MAGIC + 128.f;
+        float p[4];
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            float4 xv = *(const float4 *)(x + e + 4 * i);
+            p[i] = ((mag(w[i], 0) - M) * xv.x + (mag(w[i], 1) - M) * xv.y) +
+                   ((mag(w[i], 2) - M) * xv.z + (mag(w[i], 3) - M) * xv.w);
+        }
+        return (p[0] + p[1]) + (p[2] + p[3]);
+    }
+    __device__ static void axpy(uint4 v, float s, float a, float *acc) {
+        const signed char *q = (const signed char *)&v;
+        float as = a * s;
+#pragma unroll
+        for (int i = 0; i < 16; i++) acc[i] += as * q[i];
+    }
+    __device__ static void put(float *y, i64 e, const float *acc) {
+#pragma unroll
+        for (int i = 0; i < 16; i++) y[e + i] = acc[i];
+    }
+    __device__ static float scale(const unsigned char *row, i64 qbytes, i64 e) {
+        return h2f(((const uint16_t *)(row + qbytes))[e >> 5]);
+    }
+};
+
+// q4_0: a vector is one whole block; byte j holds elements j (low nibble)
+// and j+16 (high nibble), each offset by 8.
+template <> struct Fmt<T_Q4_0> {
+    enum { EPV = 32 };
+    __device__ static float dot(uint4 v, const float *, i64 e, const float *x) {
+        const unsigned w[4] = {v.x, v.y, v.z, v.w};
+        const float M = MAGIC + 8.f;
+        float p[4];
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            unsigned lo = w[i] & 0x0F0F0F0Fu, hi = (w[i] >> 4) & 0x0F0F0F0Fu;
+            float4 xl = *(const float4 *)(x + e + 4 * i), xh = *(const float4 *)(x + e + 16 + 4 * i);
+            p[i] = (((mag(lo, 0) - M) * xl.x + (mag(lo, 1) - M) * xl.y) +
+                    ((mag(lo, 2) - M) * xl.z + (mag(lo, 3) - M) * xl.w)) +
+                   (((mag(hi, 0) - M) * xh.x + (mag(hi, 1) - M) * xh.y) +
+                    ((mag(hi, 2) - M) * xh.z + (mag(hi, 3) - M) * xh.w));
+        }
+        return (p[0] + p[1]) + (p[2] + p[3]);
+    }
+    __device__ static void axpy(uint4 v, float s, float a, float *acc) {
+        const unsigned char *q = (const unsigned char *)&v;
+        float as = a * s;
+#pragma unroll
+        for (int i = 0; i < 16; i++) {
+            acc[i] += as * ((q[i] & 15) - 8);
+            acc[i + 16] += as * ((q[i] >> 4) - 8);
+        }
+    }
+    __device__ static void put(float *y, i64 e, const float *acc) {
+#pragma unroll
+        for (int i = 0; i < 32; i++) y[e + i] = acc[i];
+    }
+    __device__ static float scale(const unsigned char *row, i64 qbytes, i64 e) {
+        return h2f(((const uint16_t *)(row + qbytes))[e >> 5]);
+    }
+};
+
+// Bytes of the vectorised part of a row: f32/f16 rows may end in a tail
+// shorter than one vector, done element by element.
+template <int T> __device__ __forceinline__ i64 vec_elems(i64 cols) {
+    return cols / Fmt<T>::EPV * Fmt<T>::EPV;
+}
+
+template <int T> __device__ __forceinline__ float tail_elem(const unsigned char *row, i64 e) {
+    if (T == T_F32) return ((const float *)row)[e];
+    return h2f(((const uint16_t *)row)[e]);
+}
+
+// x staged in shared memory with 4 floats of padding after every 32: the
+// lanes of a warp read x 32 to 128 bytes apart (a lane's 16 weight bytes
+// cover 4 to 32 elements), which in global memory touches a cache line per
+// lane and in unpadded shared memory hits one bank; padded, every 16-byte
+// shared load of a quarter-warp falls in distinct banks.
+__device__ __forceinline__ i64 xpad(i64 e) { return e + (e >> 5) * 4; }
+
+// out[k] = W[r_k] · x, r_k = idx[k] (or k when idx is null), for k < n.
+// One warp per output; each lane keeps UNROLL 16-byte loads in flight, the
+// first of them issued before x is staged so the two latencies overlap.
+template <int T, bool SMEM>
+__device__ void gemv_gather(float *out, const unsigned char *W, i64 stride, i64 qbytes,
+                            const int *idx, i64 n, i64 cols, const float *x) {
+    extern __shared__ float4 xs4[];
+    float *xs = (float *)xs4;
+    const int UNROLL = 4;
+    const int EPV = Fmt<T>::EPV;
+    i64 k = (i64)blockIdx.x * (blockDim.x / WARP) + threadIdx.x / WARP;
+    int lane = threadIdx.x % WARP;
+    bool live = k < n;
+    i64 r = live ? (idx ? idx[k] : k) : 0;
+    const unsigned char *row = W + r * stride;
+    i64 nv = vec_elems<T>(cols) / EPV; // vectors in the row
+    uint4 buf[UNROLL];
+    i64 v0 = lane;
+#pragma unroll
+    for (int u = 0; u < UNROLL; u++)
+        if (live && v0 + u * WARP < nv) buf[u] = ld_stream(row + (v0 + u * WARP) * 16);
+    if (SMEM) {
+        // 16-byte loads, several in flight per thread: a loop of dependent
+        // scalar loads here cost about 4 us per call on the H200.
+        const float4 *x4 = (const float4 *)x;
+        i64 n4 = nv * EPV / 4;
+        for (i64 i0 = threadIdx.x; i0 < n4; i0 += 4 * blockDim.x) {
+            float4 t[4];
+#pragma unroll
+            for (int u = 0; u < 4; u++)
+                if (i0 + u * blockDim.x < n4) t[u] = x4[i0 + u * blockDim.x];
+#pragma unroll
+            for (int u = 0; u < 4; u++)
+                if (i0 + u * blockDim.x < n4) *(float4 *)(xs + xpad(4 * (i0 + u * blockDim.x))) = t[u];
+        }
+        __syncthreads();
+    }
+    if (!live) return;
+    // One accumulator per slot in flight, so the sums form short
+    // independent chains instead of one long dependent one.
+    float acc[UNROLL] = {};
+    for (;;) {
+#pragma unroll
+        for (int u = 0; u < UNROLL; u++) {
+            i64 v = v0 + u * WARP;
+            if (v < nv) {
+                i64 e = v * EPV;
+                acc[u] += Fmt<T>::scale(row, qbytes, e) * Fmt<T>::dot(buf[u], nullptr, 0, SMEM ? xs + xpad(e) : x + e);
+            }
+        }
+        v0 += WARP * UNROLL;
+        if (v0 >= nv) break;
+#pragma unroll
+        for (int u = 0; u < UNROLL; u++)
+            if (v0 + u * WARP < nv) buf[u] = ld_stream(row + (v0 + u * WARP) * 16);
+    }
+    if (T == T_F32 || T == T_F16)
+        for (i64 e = nv * EPV + lane; e < cols; e += WARP) acc[0] += tail_elem<T>(row, e) * x[e];
+    float sum = warp_sum((acc[0] + acc[1]) + (acc[2] + acc[3]));
+    if (lane == 0) out[k] = sum;
+}
+
+// gemv_* stage x in shared memory; gemv_*_g read it from global memory, for
+// rows too long for the shared memory a block may take without asking.
+#define GEMV(name, T)                                                                          \
+    extern "C" __global__ void __launch_bounds__(128) name(float *out, const unsigned char *W, \
+        i64 stride, i64 qbytes, const int *idx, i64 n, i64 cols, const float *x) {             \
+        gemv_gather<T, true>(out, W, stride, qbytes, idx, n, cols, x);                         \
+    }                                                                                          \
+    extern "C" __global__ void __launch_bounds__(128) name##_g(float *out,                     \
+        const unsigned char *W, i64 stride, i64 qbytes, const int *idx, i64 n, i64 cols,       \
+        const float *x) {                                                                      \
+        gemv_gather<T, false>(out, W, stride, qbytes, idx, n, cols, x);                        \
+    }
+GEMV(gemv_f32, T_F32)
+GEMV(gemv_f16, T_F16)
+GEMV(gemv_q8_0, T_Q8_0)
+GEMV(gemv_q4_0, T_Q4_0)
+
+// y[c] += Σ_k a[k] · W[r_k][c]: the down projection of the active neurons
+// (down_t, one row per neuron). A block is 8 warps over a slice of 32
+// vectors (one per lane, so a warp reads 512 contiguous bytes of a row); the
+// warps share out the rows of the block's chunk, UNROLL rows in flight each,
+// and add their sums in shared memory. With one chunk the block adds into y
+// directly; otherwise each chunk writes its partial to scratch and the last
+// chunk of a slice to finish adds the partials in chunk order, so the
+// result does not depend on scheduling.
+#define AXPY_WARPS 8
+template <int T>
+__device__ void axpy_gather(float *y, const unsigned char *W, i64 stride, i64 qbytes,
+                            const int *idx, const float *a, i64 n, i64 cols, i64 chunk,
+                            float *scratch, unsigned int *counters) {
+    const int EPV = Fmt<T>::EPV;
+    const int UNROLL = 4;
+    __shared__ float sh[AXPY_WARPS * WARP * EPV];
+    __shared__ bool last;
+    int lane = threadIdx.x % WARP, warp = threadIdx.x / WARP;
+    i64 nv = vec_elems<T>(cols) / EPV;
+    i64 v = (i64)blockIdx.x * WARP + lane;
+    i64 k0 = (i64)blockIdx.y * chunk, k1 = min(n, k0 + chunk);
+    // Columns past the last whole vector (f32/f16 rows only) belong to the
+    // slice after the last one: block x == gridDim.x - 1 takes them too.
+    i64 tailc = nv * EPV + lane;
+    bool tail = (T == T_F32 || T == T_F16) && blockIdx.x == gridDim.x - 1 && tailc < cols;
+    float acc[EPV], tacc = 0.f;
+#pragma unroll
+    for (int i = 0; i < EPV; i++) acc[i] = 0.f;
+    for (i64 k = k0 + warp; k < k1; k += AXPY_WARPS * UNROLL) {
+        uint4 buf[UNROLL];
+        float s[UNROLL], av[UNROLL];
+#pragma unroll
+        for (int u = 0; u < UNROLL; u++) {
+            i64 kk = k + u * AXPY_WARPS;
+            if (kk < k1) {
+                const unsigned char *row = W + (i64)(idx ? idx[kk] : kk) * stride;
+                av[u] = a[kk];
+                if (v < nv) {
+                    buf[u] = ld_stream(row + v * 16);
+                    s[u] = Fmt<T>::scale(row, qbytes, v * EPV);
+                }
+                if (tail) tacc += av[u] * tail_elem<T>(row, tailc);
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < UNROLL; u++)
+            if (k + u * AXPY_WARPS < k1 && v < nv) Fmt<T>::axpy(buf[u], s[u], av[u], acc);
+    }
+    // Sum the warps: column c of the slice is lane c/EPV's acc[c%EPV].
+#pragma unroll
+    for (int i = 0; i < EPV; i++) sh[warp * WARP * EPV + lane * EPV + i] = acc[i];
+    __syncthreads();
+    i64 c0 = (i64)blockIdx.x * WARP * EPV;
+    i64 width = min((i64)WARP * EPV, nv * EPV - c0);
+    bool multi = gridDim.y > 1;
+    float *dst = multi ? scratch + (i64)blockIdx.y * cols : y;
+    for (i64 c = threadIdx.x; c < width; c += blockDim.x) {
+        float sum = 0.f;
+#pragma unroll
+        for (int w = 0; w < AXPY_WARPS; w++) sum += sh[w * WARP * EPV + c];
+        if (multi) dst[c0 + c] = sum;
+        else dst[c0 + c] += sum;
+    }
+    // The tail: each warp's lanes hold their own rows' sums of it.
+    __syncthreads();
+    if (T == T_F32 || T == T_F16) {
+        if (blockIdx.x == gridDim.x - 1) sh[warp * WARP + lane] = tacc;
+        __syncthreads();
+        if (tail && warp == 0) {
+            float sum = 0.f;
+            for (int w = 0; w < AXPY_WARPS; w++) sum += sh[w * WARP + lane];
+            if (multi) dst[tailc] = sum;
+            else dst[tailc] += sum;
+        }
+    }
+    if (!multi) return;
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) last = atomicAdd(&counters[blockIdx.x], 1u) == gridDim.y - 1;
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    i64 c1 = c0 + width;
+    if (blockIdx.x == gridDim.x - 1) c1 = cols; // with the tail
+    for (i64 c = c0 + threadIdx.x; c < c1; c += blockDim.x) {
+        float sum = 0.f;
+        for (i64 j = 0; j < gridDim.y; j++) sum += __ldcg(scratch + j * cols + c);
+        y[c] += sum;
+    }
+    if (threadIdx.x == 0) counters[blockIdx.x] = 0;
+}
+
+#define AXPY(name, T)                                                                              \
+    extern "C" __global__ void __launch_bounds__(AXPY_WARPS * WARP) name(float *y,                \
+        const unsigned char *W, i64 stride, i64 qbytes, const int *idx, const float *a, i64 n,     \
+        i64 cols, i64 chunk, float *scratch, unsigned int *counters) {                             \
+        axpy_gather<T>(y, W, stride, qbytes, idx, a, n, cols, chunk, scratch, counters);           \
+    }
+AXPY(axpy_f32, T_F32)
+AXPY(axpy_f16, T_F16)
+AXPY(axpy_q8_0, T_Q8_0)
+AXPY(axpy_q4_0, T_Q4_0)
+
+// Block-wide sum for blocks of up to 1024 threads.
+__device__ float block_sum(float v) {
+    __shared__ float part[32];
+    __shared__ float total;
+    v = warp_sum(v);
+    if (threadIdx.x % WARP == 0) part[threadIdx.x / WARP] = v;
+    __syncthreads();
+    if (threadIdx.x < WARP) {
+        float s = threadIdx.x < (blockDim.x + WARP - 1) / WARP ? part[threadIdx.x] : 0.f;
+        s = warp_sum(s);
+        if (threadIdx.x == 0) total = s;
+    }
+    __syncthreads();
+    float r = total;
+    __syncthreads();
+    return r;
+}
+
+__device__ float block_max(float v) {
+    __shared__ float part[32];
+    __shared__ float total;
+    v = warp_max(v);
+    if (threadIdx.x % WARP == 0) part[threadIdx.x / WARP] = v;
+    __syncthreads();
+    if (threadIdx.x < WARP) {
+        float s = threadIdx.x < (blockDim.x + WARP - 1) / WARP ? part[threadIdx.x] : -INFINITY;
+        s = warp_max(s);
+        if (threadIdx.x == 0) total = s;
+    }
+    __syncthreads();
+    float r = total;
+    __syncthreads();
+    return r;
+}
+
+// out = x / rms(x) · w, one block.
+extern "C" __global__ void rms_norm(float *out, const float *x, const float *w, i64 n, double eps) {
+    float ss = 0.f;
+    for (i64 i = threadIdx.x; i < n; i += blockDim.x) ss += x[i] * x[i];
+    ss = block_sum(ss);
+    float scale = (float)(1.0 / sqrt((double)ss / (double)n + eps));
+    for (i64 i = threadIdx.x; i < n; i += blockDim.x) out[i] = x[i] * scale * w[i];
+}
+
+// Rotates the first nrot dims of each head at position pos, as ops.RoPE does:
+// the inverse frequency rounded to f32 first, the angle and its sine and
+// cosine in double.
+extern "C" __global__ void rope(float *x, i64 nhead, i64 hd, i64 nrot, i64 pos, double theta, i64 neox) {
+    i64 half = nrot / 2;
+    i64 t = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= nhead * half) return;
+    i64 h = t / half, i = t % half;
+    float inv = (float)(1.0 / pow(theta, (double)(2 * i) / (double)nrot));
+    double ang = (double)((float)pos * inv);
+    float c = (float)cos(ang), s = (float)sin(ang);
+    i64 a = h * hd + 2 * i, b = a + 1;
+    if (neox) a = h * hd + i, b = a + half;
+    float x0 = x[a], x1 = x[b];
+    x[a] = x0 * c - x1 * s;
+    x[b] = x0 * s + x1 * c;
+}
+
+// Stores one token's k and v rows at position pos of the cache.
+extern "C" __global__ void kv_store(float *kc, float *vc, const float *k, const float *v,
+                                    i64 kdim, i64 vdim, i64 pos) {
+    i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < kdim) kc[pos * kdim + i] = k[i];
+    if (i < vdim) vc[pos * vdim + i] = v[i];
+}
+
+// One query token at position pos attends over cache rows [first, pos]; one
+// block per head. Scores live in scratch[h·nctx ...].
+extern "C" __global__ void attention(float *out, const float *q, const float *kc, const float *vc,
+                                     float *scratch, i64 nctx, i64 nh, i64 nkv, i64 hd, i64 vd,
+                                     i64 pos, i64 window, double scale) {
+    i64 h = blockIdx.x, kvh = h / (nh / nkv);
+    i64 first = 0;
+    if (window > 0 && pos - window + 1 > 0) first = pos - window + 1;
+    i64 len = pos + 1 - first;
+    const float *qh = q + h * hd;
+    float *s = scratch + h * nctx;
+    int lane = threadIdx.x % WARP, warp = threadIdx.x / WARP, nw = blockDim.x / WARP;
+    for (i64 j = warp; j < len; j += nw) {
+        const float *kr = kc + (first + j) * nkv * hd + kvh * hd;
+        float d = 0.f;
+        for (i64 c = lane; c < hd; c += WARP) d += qh[c] * kr[c];
+        d = warp_sum(d);
+        if (lane == 0) s[j] = d * (float)scale;
+    }
+    __syncthreads();
+    float m = -INFINITY;
+    for (i64 j = threadIdx.x; j < len; j += blockDim.x) m = fmaxf(m, s[j]);
+    m = block_max(m);
+    float sum = 0.f;
+    for (i64 j = threadIdx.x; j < len; j += blockDim.x) {
+        float e = expf(s[j] - m);
+        s[j] = e;
+        sum += e;
+    }
+    sum = block_sum(sum);
+    float inv = 1.f / sum;
+    for (i64 c = threadIdx.x; c < vd; c += blockDim.x) {
+        float o = 0.f;
+        for (i64 j = 0; j < len; j++) o += s[j] * vc[(first + j) * nkv * vd + kvh * vd + c];
+        out[h * vd + c] = o * inv;
+    }
+}
+
+// A plain copy in 16-byte vectors: the bandwidth ceiling the gather kernels
+// are measured against, next to the driver's own device-to-device copy.
+extern "C" __global__ void copy16(uint4 *dst, const uint4 *src, i64 n) {
+    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x)
+        dst[i] = __ldcs(src + i);
+}

@@ -1,0 +1,177 @@
+// Package placement decides which weights of a model live in GPU memory
+// under a VRAM budget: the dense parts that are read for every token, and
+// per layer the FFN neurons that fire most often, so that the CPU is left
+// the fewest bytes to read per token. It reads and writes PowerInfer's
+// .gpuidx side file.
+package placement
+
+import (
+	"fmt"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/pinfer/pinfer/gguf"
+	"github.com/pinfer/pinfer/predictors"
+)
+
+// Part is a dense piece of the model that goes to the GPU whole or not at
+// all. Read is the bytes it costs the CPU per token when it stays there.
+type Part struct {
+	Name  string // "blk.N.attn", "blk.N.pred", "blk.N.rest", "output", "embd"
+	Layer int    // -1 for the parts outside the blocks
+	Bytes uint64
+	Read  float64
+}
+
+// Layer is one block's FFN, whose neurons are placed one by one.
+type Layer struct {
+	Index       int
+	NeuronBytes uint64    // gate + up + down rows of one neuron
+	Rates       []float32 // activation frequency of each neuron, from a profile
+}
+
+// Model is what placement needs to know of a model: its parts, its FFN
+// layers in numeric order, and how the CPU's reading costs compare.
+type Model struct {
+	Parts  []Part
+	Layers []Layer
+}
+
+// Bytes is the size of everything that can be placed.
+func (m *Model) Bytes() uint64 {
+	var n uint64
+	for _, p := range m.Parts {
+		n += p.Bytes
+	}
+	for _, l := range m.Layers {
+		n += l.NeuronBytes * uint64(len(l.Rates))
+	}
+	return n
+}
+
+var blkName = regexp.MustCompile(`^blk\.(\d+)\.(.*)$`)
+
+// FromGGUF sizes the parts of f and attaches each layer's rates from st.
+// A tensor belongs to:
+//   - a layer's FFN when its name is blk.N.ffn_* and one of its dimensions
+//     is that layer's neuron count (ffn_gate, ffn_up, ffn_down_t, ffn_down,
+//     their biases): it is divided evenly among the neurons;
+//   - blk.N.attn for blk.N.attn_* (norm, q, k, v, output, fused qkv);
+//   - blk.N.pred for PowerInfer's predictor blk.N.fc1 / fc2;
+//   - blk.N.rest for the block's other tensors (ffn_norm, ffn_down.bias);
+//   - output for output.weight and output_norm.*, or for token_embd.weight
+//     when the file has no output.weight (tied embeddings);
+//   - embd for the remaining global tensors (token and position
+//     embeddings), of which a token reads one row.
+func FromGGUF(f *gguf.File, st *predictors.Stats) (*Model, error) {
+	rates := map[int][]float32{}
+	for _, ls := range st.Layers {
+		rates[ls.Layer] = ls.Frequency
+	}
+	type acc struct {
+		attn, pred, rest, ffn uint64
+		hasFFN                bool
+	}
+	layers := map[int]*acc{}
+	m := &Model{}
+	out := Part{Name: "output", Layer: -1}
+	embd := Part{Name: "embd", Layer: -1}
+	_, hasOutput := f.Tensor("output.weight")
+	for i := range f.Tensors {
+		t := &f.Tensors[i]
+		if sm := blkName.FindStringSubmatch(t.Name); sm != nil {
+			n, err := strconv.Atoi(sm[1])
+			if err != nil || n > 1<<20 {
+				return nil, fmt.Errorf("%s: tensor %s: bad block number", f.Path, t.Name)
+			}
+			a := layers[n]
+			if a == nil {
+				a = &acc{}
+				layers[n] = a
+			}
+			rest := sm[2]
+			switch {
+			case strings.HasPrefix(rest, "attn_"):
+				a.attn += t.Size
+			case strings.HasPrefix(rest, "fc1.") || strings.HasPrefix(rest, "fc2."):
+				a.pred += t.Size
+			case strings.HasPrefix(rest, "ffn_") && !strings.HasPrefix(rest, "ffn_norm"):
+				r, ok := rates[n]
+				if !ok {
+					return nil, fmt.Errorf("%s: tensor %s: the profile has no layer %d", f.Path, t.Name, n)
+				}
+				if !hasDim(t, len(r)) {
+					if len(t.Dims) >= 2 {
+						return nil, fmt.Errorf("%s: tensor %s has dims %v but the profile gives layer %d %d neurons", f.Path, t.Name, t.Dims, n, len(r))
+					}
+					a.rest += t.Size
+					continue
+				}
+				a.ffn += t.Size
+				a.hasFFN = true
+			default:
+				a.rest += t.Size
+			}
+			continue
+		}
+		switch {
+		case t.Name == "output.weight" || strings.HasPrefix(t.Name, "output_norm."):
+			out.Bytes += t.Size
+			out.Read += float64(t.Size)
+		case t.Name == "token_embd.weight" && !hasOutput:
+			out.Bytes += t.Size
+			out.Read += float64(t.Size)
+		default:
+			embd.Bytes += t.Size
+			if len(t.Dims) >= 2 && t.Dims[len(t.Dims)-1] > 0 {
+				embd.Read += float64(t.Size) / float64(t.Dims[len(t.Dims)-1])
+			} else {
+				embd.Read += float64(t.Size)
+			}
+		}
+	}
+	idx := make([]int, 0, len(layers))
+	for n := range layers {
+		idx = append(idx, n)
+	}
+	sort.Ints(idx) // numeric: layer 10 after layer 2
+	for _, n := range idx {
+		a := layers[n]
+		name := fmt.Sprintf("blk.%d.", n)
+		for _, p := range []Part{{Name: name + "attn", Bytes: a.attn}, {Name: name + "pred", Bytes: a.pred}, {Name: name + "rest", Bytes: a.rest}} {
+			if p.Bytes > 0 {
+				p.Layer, p.Read = n, float64(p.Bytes)
+				m.Parts = append(m.Parts, p)
+			}
+		}
+		if a.hasFFN {
+			r := rates[n]
+			m.Layers = append(m.Layers, Layer{Index: n, Rates: r, NeuronBytes: (a.ffn + uint64(len(r)) - 1) / uint64(len(r))})
+		}
+	}
+	for _, p := range []Part{out, embd} {
+		if p.Bytes > 0 {
+			m.Parts = append(m.Parts, p)
+		}
+	}
+	for n := range rates {
+		if a := layers[n]; a == nil || !a.hasFFN {
+			return nil, fmt.Errorf("%s: the profile has layer %d, which has no FFN tensors in the model", f.Path, n)
+		}
+	}
+	if len(m.Layers) == 0 {
+		return nil, fmt.Errorf("%s: no blk.N.ffn_* tensors match the profile's layers", f.Path)
+	}
+	return m, nil
+}
+
+func hasDim(t *gguf.TensorInfo, n int) bool {
+	for _, d := range t.Dims {
+		if d == uint64(n) {
+			return true
+		}
+	}
+	return false
+}
