@@ -55,7 +55,7 @@ type Runner struct {
 	// Stats accumulates what the sparse FFNs did.
 	Stats Stats
 
-	scratch [][]int32 // per layer, reused by the predictor
+	scratch [][][]int32 // per layer and row, reused by the predictor
 }
 
 // countDense records that a sparse node ran all its neurons on rows rows.
@@ -88,7 +88,7 @@ func (s *Stats) ActiveFraction(p *Program, k int) float64 {
 func (p *Program) NewRunner(pool *ops.Pool) *Runner {
 	n := len(p.Layers)
 	return &Runner{p: p, pool: pool, plans: map[string]*plan{}, Stats: Stats{Tokens: make([]int64, n), Active: make([]int64, n)},
-		scratch: make([][]int32, n)}
+		scratch: make([][][]int32, n)}
 }
 
 // SetPredictor chooses the session's predictor for Forward.
@@ -109,8 +109,12 @@ func (r *Runner) predictFor(n *Node, in []*ops.Tensor) func(ffn, row int) []int3
 		start := time.Now()
 		var a []int32
 		if r.Predictor != nil {
-			a = r.Predictor.Predict(l, x, r.scratch[k][:0])
-			r.scratch[k] = a
+			// Each row keeps its own list: an op may ask for all rows first.
+			for len(r.scratch[k]) <= row {
+				r.scratch[k] = append(r.scratch[k], nil)
+			}
+			a = r.Predictor.Predict(l, x, r.scratch[k][row][:0])
+			r.scratch[k][row] = a
 		}
 		r.Stats.Predict += time.Since(start)
 		r.Stats.Tokens[k]++

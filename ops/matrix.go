@@ -88,6 +88,13 @@ func MatMul(p *Pool, out []float32, m *Matrix, x []float32, T int) {
 		panic(fmt.Sprintf("ops.MatMul: T=%d over %dx%d needs out>=%d, x>=%d; got %d, %d",
 			T, rows, cols, T*rows, T*cols, len(out), len(x)))
 	}
+	if Device != nil && Device.MatMul(out, m, x, T) {
+		return
+	}
+	if fastType(m.Type) {
+		matMulFast(p, out, m, x, T)
+		return
+	}
 	if T == 1 {
 		p.Run(rows, func(lo, hi int) {
 			for r := lo; r < hi; r++ {

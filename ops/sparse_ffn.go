@@ -1,9 +1,6 @@
 package ops
 
-import (
-	"fmt"
-	"sync"
-)
+import "fmt"
 
 // The neuron-aware FFN: h = Σ_{i active} down_t[i] · act(gate[i]·x) (· up[i]·x).
 // Only the active neurons' rows of gate, up and down_t are read. With every
@@ -114,57 +111,20 @@ func sparseFFN(c *Ctx) error {
 	if c.W[5] != nil {
 		f.GateBias = c.W[5].Vec
 	}
-	down := c.W[2].M
-	for t := 0; t < c.Out.Rows; t++ {
-		out := c.Out.Row(t)
-		clear(out)
-		if b := c.W[6]; b != nil {
-			copy(out, b.Vec)
+	T := c.Out.Rows
+	var actives [][]int32
+	if c.Predict != nil {
+		actives = make([][]int32, T)
+		for t := range actives {
+			actives[t] = c.Predict(0, t)
 		}
-		var active []int32
-		if c.Predict != nil {
-			active = c.Predict(0, t)
-		}
-		FFNRow(c.Pool, &f, down, c.In[0].Row(t), active, out)
 	}
+	clear(c.Out.Data)
+	if b := c.W[6]; b != nil {
+		for t := 0; t < T; t++ {
+			copy(c.Out.Row(t), b.Vec)
+		}
+	}
+	FFNBatch(c.Pool, &f, c.W[2].M, c.In[0].Data, T, actives, c.Out.Data)
 	return nil
-}
-
-// FFNRow adds one token's FFN output to out, computing only the active
-// neurons (nil: all). down is neuron-major. Each worker sums its share of
-// neurons into its own partial, and the partials are added after all finish:
-// no shared accumulator is written without synchronisation.
-func FFNRow(pool *Pool, f *FFN, down *Matrix, x []float32, active []int32, out []float32) {
-	n := f.Gate.Rows
-	if active != nil {
-		n = len(active)
-	}
-	var mu sync.Mutex
-	var partial [][]float32
-	pool.Run(n, func(lo, hi int) {
-		acc := make([]float32, len(out))
-		for k := lo; k < hi; k++ {
-			i := k
-			if active != nil {
-				i = int(active[k])
-			}
-			g := f.Gate.DotRow(i, x)
-			if f.GateBias != nil {
-				g += f.GateBias[i]
-			}
-			u := float32(1)
-			if f.Up != nil {
-				u = f.Up.DotRow(i, x)
-			}
-			if a := FFNActivation(f.Act, f.Threshold, g, u); a != 0 {
-				down.AxpyRow(i, a, acc)
-			}
-		}
-		mu.Lock()
-		partial = append(partial, acc)
-		mu.Unlock()
-	})
-	for _, p := range partial {
-		Axpy(out, 1, p)
-	}
 }

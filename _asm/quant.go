@@ -1,0 +1,269 @@
+package main
+
+import (
+	. "github.com/mmcloughlin/avo/build"
+	. "github.com/mmcloughlin/avo/operand"
+	"github.com/mmcloughlin/avo/reg"
+)
+
+// Block layouts (GGML): q8_0 is f16 d + 32 int8 (34 bytes); q4_0 is f16 d +
+// 16 bytes, element j<16 the low nibble of byte j and j+16 its high nibble.
+const (
+	q8Bytes = 34
+	q4Bytes = 18
+)
+
+const gatherSig = "func(out *float32, w *byte, stride int, rows *int32, n int, xq *byte, nblk int)"
+const axpySig = "func(y *float32, w *byte, stride int, rows *int32, n int, coef *float32, nblk int)"
+
+// gatherQ8: int8·int8 per block with the sign trick (VPMADDUBSW wants one
+// unsigned operand), then scaled by d_w*d_x in f32. xq must come from the
+// q8_0 quantizer: -128 never occurs in it.
+func gatherQ8() {
+	TEXT("gatherQ8_0", NOSPLIT, gatherSig)
+	Pragma("noescape")
+	drive("gatherQ8_0", func(rc *rowCtx) {
+		acc := make([]reg.VecVirtual, rc.R)
+		for i := range acc {
+			acc[i] = YMM()
+			zero(acc[i])
+		}
+		ones := YMM()
+		VMOVDQU(cOnes16, ones)
+		x := Load(Param("xq"), GP64())
+		nb := Load(Param("nblk"), GP64())
+		end := GP64()
+		IMUL3Q(U8(q8Bytes), nb, end)
+		off := GP64()
+		XORQ(off, off)
+		Label(rc.label("loop"))
+		CMPQ(off, end)
+		JGE(LabelRef(rc.label("fin")))
+		xv := YMM()
+		VMOVDQU(at(x, off, 1, 2), xv)
+		// Scales of all R rows at once: d_w (packed f16) times d_x.
+		g := GP64()
+		MOVWLZX(at(x, off, 1, 0), g.As32())
+		dx := XMM()
+		VMOVD(g.As32(), dx)
+		VCVTPH2PS(dx, dx)
+		VBROADCASTSS(dx, dx)
+		sv := XMM()
+		VMOVQ(packHalves(rc, off, 0), sv)
+		VCVTPH2PS(sv, sv)
+		VMULPS(dx, sv, sv)
+		VMOVUPS(sv, rc.scratch)
+		// Temporaries are shared by the rows: fewer virtual registers keep
+		// avo's allocator within Y0-Y15 (VEX encodable, no AVX-512 needed).
+		wv, aw, sx, sb := YMM(), YMM(), YMM(), YMM()
+		for i := 0; i < rc.R; i++ {
+			VMOVDQU(at(rc.p[i], off, 1, 2), wv)
+			VPSIGNB(wv, wv, aw)
+			VPSIGNB(wv, xv, sx)
+			VPMADDUBSW(sx, aw, sx)
+			VPMADDWD(ones, sx, sx)
+			VCVTDQ2PS(sx, sx)
+			VBROADCASTSS(rc.scratch.Offset(4*i), sb)
+			VFMADD231PS(sb, sx, acc[i])
+		}
+		rc.prefetch(off)
+		ADDQ(U8(q8Bytes), off)
+		JMP(LabelRef(rc.label("loop")))
+		Label(rc.label("fin"))
+		storeSums(rc, acc)
+	})
+}
+
+// gatherQ4 works on two blocks a, b per step: the nibbles of both rows' blocks
+// sit in one ymm as [a.lo | b.lo] and [a.hi | b.hi], and x is rearranged once
+// per group to match, so int lanes 0-3 belong to block a and 4-7 to b. The
+// nibbles stay unsigned: Σ(q-8)x = Σq·x - 8Σx, with 8Σx shared by the rows.
+func gatherQ4() {
+	TEXT("gatherQ4_0", NOSPLIT, gatherSig)
+	Pragma("noescape")
+	drive("gatherQ4_0", func(rc *rowCtx) {
+		acc := make([]reg.VecVirtual, rc.R)
+		for i := range acc {
+			acc[i] = YMM()
+			zero(acc[i])
+		}
+		ones, low4 := YMM(), YMM()
+		VMOVDQU(cOnes16, ones)
+		VMOVDQU(cLow4, low4)
+		x := Load(Param("xq"), GP64())
+		cnt := Load(Param("nblk"), GP64())
+		woff := GP64()
+		XORQ(woff, woff)
+
+		// One set of registers for both steps (see gatherQ8).
+		xlo, xhi, e, corr, c2, dx, s := YMM(), YMM(), YMM(), YMM(), YMM(), YMM(), YMM()
+		q, hi, si := YMM(), YMM(), YMM()
+		dxh, sh := XMM(), XMM()
+		step := func(pair bool) {
+			VMOVDQU(Mem{Base: x, Disp: 2}, xlo.AsX())
+			VMOVDQU(Mem{Base: x, Disp: 18}, xhi.AsX())
+			if pair {
+				VINSERTI128(U8(1), Mem{Base: x, Disp: q8Bytes + 2}, xlo, xlo)
+				VINSERTI128(U8(1), Mem{Base: x, Disp: q8Bytes + 18}, xhi, xhi)
+			}
+			VMOVDQU(cEights, e)
+			VPMADDUBSW(xlo, e, corr)
+			VPMADDUBSW(xhi, e, c2)
+			VPADDW(c2, corr, corr)
+			// d_x of a and b as [a a a a | b b b b].
+			g := GP64()
+			MOVWLZX(Mem{Base: x}, g.As32())
+			if pair {
+				h := GP64()
+				MOVWLZX(Mem{Base: x, Disp: q8Bytes}, h.As32())
+				SHLQ(U8(16), h)
+				ORQ(h, g)
+			}
+			VMOVD(g.As32(), dxh)
+			VPSHUFB(cDupHalf, dxh, dxh)
+			VCVTPH2PS(dxh, dx)
+			// Row scales: [r0a r1a r2a r3a | r0b r1b r2b r3b] * d_x.
+			VMOVQ(packHalves(rc, woff, 0), sh)
+			if pair {
+				VPINSRQ(U8(1), packHalves(rc, woff, q4Bytes), sh, sh)
+			}
+			VCVTPH2PS(sh, s)
+			VMULPS(dx, s, s)
+			for i := 0; i < rc.R; i++ {
+				VMOVDQU(at(rc.p[i], woff, 1, 2), q.AsX())
+				if pair {
+					VINSERTI128(U8(1), at(rc.p[i], woff, 1, q4Bytes+2), q, q)
+				}
+				VPSRLW(U8(4), q, hi)
+				VPAND(low4, q, q)
+				VPAND(low4, hi, hi)
+				VPMADDUBSW(xlo, q, q)
+				VPMADDUBSW(xhi, hi, hi)
+				VPADDW(hi, q, q)
+				VPSUBW(corr, q, q)
+				VPMADDWD(ones, q, q)
+				VCVTDQ2PS(q, q)
+				VPERMILPS(U8(0x55*i), s, si)
+				VFMADD231PS(si, q, acc[i])
+			}
+		}
+
+		Label(rc.label("pairs"))
+		CMPQ(cnt, U8(2))
+		JLT(LabelRef(rc.label("single")))
+		step(true)
+		rc.prefetch(woff)
+		ADDQ(U8(2*q4Bytes), woff)
+		ADDQ(U8(2*q8Bytes), x)
+		SUBQ(U8(2), cnt)
+		JMP(LabelRef(rc.label("pairs")))
+		Label(rc.label("single"))
+		CMPQ(cnt, U8(0))
+		JEQ(LabelRef(rc.label("fin")))
+		step(false)
+		Label(rc.label("fin"))
+		storeSums(rc, acc)
+	})
+}
+
+// axpyScales puts coef[k+i]*d_i of the block at woff for every row into
+// scratch (for VBROADCASTSS) and returns them as an xmm.
+func axpyScales(rc *rowCtx, cf reg.Register, woff reg.Register) reg.VecVirtual {
+	sv := XMM()
+	VMOVQ(packHalves(rc, woff, 0), sv)
+	VCVTPH2PS(sv, sv)
+	VMULPS(cf, sv, sv)
+	VMOVUPS(sv, rc.scratch)
+	return sv
+}
+
+func loadCoefs(rc *rowCtx) reg.VecVirtual {
+	coef := Load(Param("coef"), GP64())
+	k := rc.k()
+	cf := XMM()
+	if rc.R == 4 {
+		VMOVUPS(at(coef, k, 4, 0), cf)
+	} else {
+		VMOVSS(at(coef, k, 4, 0), cf)
+	}
+	return cf
+}
+
+// axpyQuant is the block loop shared by q8_0 and q4_0: per block, the 32
+// y values stay in four ymm while every row of the group adds into them.
+func axpyQuant(name string, blockBytes int, row func(p, woff reg.Register, s reg.VecVirtual, y []reg.VecVirtual, t1, t2, t3 reg.VecVirtual), bias bool) {
+	TEXT(name, NOSPLIT, axpySig)
+	Pragma("noescape")
+	drive(name, func(rc *rowCtx) {
+		cf := loadCoefs(rc)
+		y := Load(Param("y"), GP64())
+		cnt := Load(Param("nblk"), GP64())
+		woff := GP64()
+		XORQ(woff, woff)
+		Label(rc.label("loop"))
+		CMPQ(cnt, U8(0))
+		JEQ(LabelRef(rc.label("fin")))
+		sv := axpyScales(rc, cf, woff)
+		yv := []reg.VecVirtual{YMM(), YMM(), YMM(), YMM()}
+		if bias {
+			// q4_0 stores q, value q-8: add -8·Σ scale once per block.
+			b := XMM()
+			VHADDPS(sv, sv, b)
+			VHADDPS(b, b, b)
+			VMULSS(cMinus8, b, b)
+			by := YMM()
+			VBROADCASTSS(b, by)
+			for c := range yv {
+				VADDPS(Mem{Base: y, Disp: 32 * c}, by, yv[c])
+			}
+		} else {
+			for c := range yv {
+				VMOVUPS(Mem{Base: y, Disp: 32 * c}, yv[c])
+			}
+		}
+		s, t1, t2, t3 := YMM(), YMM(), YMM(), YMM()
+		for i := 0; i < rc.R; i++ {
+			VBROADCASTSS(rc.scratch.Offset(4*i), s)
+			row(rc.p[i], woff, s, yv, t1, t2, t3)
+		}
+		for c := range yv {
+			VMOVUPS(yv[c], Mem{Base: y, Disp: 32 * c})
+		}
+		rc.prefetch(woff)
+		ADDQ(U8(blockBytes), woff)
+		ADDQ(U8(128), y)
+		DECQ(cnt)
+		JMP(LabelRef(rc.label("loop")))
+		Label(rc.label("fin"))
+	})
+}
+
+func axpyQ8() {
+	axpyQuant("axpyQ8_0", q8Bytes, func(p, woff reg.Register, s reg.VecVirtual, y []reg.VecVirtual, t, _, _ reg.VecVirtual) {
+		for c := 0; c < 4; c++ {
+			VPMOVSXBD(at(p, woff, 1, 2+8*c), t)
+			VCVTDQ2PS(t, t)
+			VFMADD231PS(s, t, y[c])
+		}
+	}, false)
+}
+
+func axpyQ4() {
+	axpyQuant("axpyQ4_0", q4Bytes, func(p, woff reg.Register, s reg.VecVirtual, y []reg.VecVirtual, a, b, t reg.VecVirtual) {
+		// Zero-extended bytes: the low nibble needs a mask, the high one a shift.
+		VPMOVZXBD(at(p, woff, 1, 2), a)
+		VPMOVZXBD(at(p, woff, 1, 10), b)
+		VPAND(cLow4, a, t)
+		VCVTDQ2PS(t, t)
+		VFMADD231PS(s, t, y[0])
+		VPAND(cLow4, b, t)
+		VCVTDQ2PS(t, t)
+		VFMADD231PS(s, t, y[1])
+		VPSRLD(U8(4), a, a)
+		VCVTDQ2PS(a, a)
+		VFMADD231PS(s, a, y[2])
+		VPSRLD(U8(4), b, b)
+		VCVTDQ2PS(b, b)
+		VFMADD231PS(s, b, y[3])
+	}, true)
+}

@@ -1,0 +1,234 @@
+// Package bench measures prefill and decode speed the way llama-bench does,
+// with dense and sparse runs in one process so that their ratio holds on a
+// noisy machine, and relates decode speed to the bytes of weights each token
+// reads and to a streaming-read bandwidth measured in the same run.
+package bench
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"time"
+
+	"github.com/pinfer/pinfer/engine"
+	"github.com/pinfer/pinfer/graph"
+	"github.com/pinfer/pinfer/ops"
+	"github.com/pinfer/pinfer/predictors"
+)
+
+// Options of one bench run.
+type Options struct {
+	Prompt  int // tokens of the prefill test (0: skip)
+	Gen     int // tokens of the decode test (0: skip)
+	Reps    int // repetitions of each test
+	Threads int
+	Modes   []string // "dense", "sparse", or a predictor name
+}
+
+// Result is one line of the table.
+type Result struct {
+	Mode          string    `json:"mode"`
+	Predictor     string    `json:"predictor"`
+	Test          string    `json:"test"` // pp64, tg16
+	TokensPerSec  []float64 `json:"samples_ts"`
+	Mean          float64   `json:"avg_ts"`
+	SD            float64   `json:"stddev_ts"`
+	Median        float64   `json:"median_ts"`
+	BytesPerToken float64   `json:"bytes_per_token,omitempty"` // weights read per decoded token
+	GBPerSec      float64   `json:"gb_per_s,omitempty"`        // implied by the median
+	ActiveFrac    float64   `json:"active_fraction,omitempty"` // mean over layers
+}
+
+// Report is the whole run.
+type Report struct {
+	Model      string   `json:"model"`
+	SizeBytes  int64    `json:"size_bytes"`
+	Params     int64    `json:"params"`
+	Backend    string   `json:"backend"`
+	Threads    int      `json:"threads"`
+	StreamGBps float64  `json:"stream_gb_per_s"` // measured streaming read
+	Results    []Result `json:"results"`
+}
+
+// Run measures m.
+func Run(m *engine.Model, o Options) (*Report, error) {
+	if o.Reps <= 0 {
+		o.Reps = 5
+	}
+	pool := ops.NewPool(o.Threads)
+	defer pool.Close()
+	rep := &Report{Model: m.File.Path, Backend: ops.Backend(), Threads: pool.Threads()}
+	for _, t := range m.File.Tensors {
+		rep.SizeBytes += int64(t.Size)
+		rep.Params += int64(t.Elems())
+	}
+	rep.StreamGBps = StreamBandwidth(pool)
+	for _, mode := range o.Modes {
+		name := mode
+		switch mode {
+		case "dense":
+			name = "dense"
+		case "sparse":
+			name = ""
+		}
+		pred, err := m.Predictor(name)
+		if err != nil {
+			return nil, fmt.Errorf("mode %s: %v", mode, err)
+		}
+		if mode == "sparse" && pred.Name() == "dense" {
+			return nil, fmt.Errorf("mode sparse: %s carries no predictor (fc1/fc2): train one with 'pinfer predictor train', or name one, e.g. --mode dense,oracle", m.File.Path)
+		}
+		if o.Prompt > 0 {
+			r, err := measure(m, pool, pred, o.Prompt, 0, o.Reps)
+			if err != nil {
+				return nil, err
+			}
+			r.Mode, r.Test = mode, fmt.Sprintf("pp%d", o.Prompt)
+			rep.Results = append(rep.Results, *r)
+		}
+		if o.Gen > 0 {
+			r, err := measure(m, pool, pred, 1, o.Gen, o.Reps)
+			if err != nil {
+				return nil, err
+			}
+			r.Mode, r.Test = mode, fmt.Sprintf("tg%d", o.Gen)
+			rep.Results = append(rep.Results, *r)
+		}
+	}
+	return rep, nil
+}
+
+// measure runs a prompt of p tokens then g decode steps, reps times (after
+// one warm-up), and reports tokens per second of the prompt (g == 0) or of
+// the decode steps.
+func measure(m *engine.Model, pool *ops.Pool, pred predictors.Predictor, p, g, reps int) (*Result, error) {
+	r := &Result{Predictor: "dense"}
+	if pred != nil {
+		r.Predictor = pred.Name()
+	}
+	prompt := make([]int, p)
+	for i := range prompt {
+		prompt[i] = (i*7919 + 13) % m.Prog.Vocab
+	}
+	var active []float64
+	for rep := -1; rep < reps; rep++ {
+		sess := m.NewSession(p+g+1, pool)
+		sess.SetPredictor(pred)
+		start := time.Now()
+		logits, err := sess.Forward(prompt, false)
+		if err != nil {
+			return nil, err
+		}
+		if g > 0 {
+			sess.Runner().Stats = graph.Stats{Tokens: make([]int64, len(m.Prog.Layers)), Active: make([]int64, len(m.Prog.Layers))}
+			start = time.Now()
+			for i := 0; i < g; i++ {
+				id := argmax(logits.Data)
+				if logits, err = sess.Forward([]int{id}, false); err != nil {
+					return nil, err
+				}
+			}
+		}
+		el := time.Since(start).Seconds()
+		if rep < 0 {
+			continue // warm-up: page cache, buffers
+		}
+		n := p
+		if g > 0 {
+			n = g
+		}
+		r.TokensPerSec = append(r.TokensPerSec, float64(n)/el)
+		if g > 0 {
+			var sum float64
+			for k := range m.Prog.Layers {
+				sum += sess.Runner().Stats.ActiveFraction(m.Prog, k)
+			}
+			if len(m.Prog.Layers) > 0 {
+				active = append(active, sum/float64(len(m.Prog.Layers)))
+			}
+		}
+	}
+	r.Mean, r.SD, r.Median = summarize(r.TokensPerSec)
+	if g > 0 {
+		fracs := make([]float64, len(m.Prog.Layers))
+		for k := range fracs {
+			fracs[k] = 1
+		}
+		if len(active) > 0 {
+			r.ActiveFrac = mean(active)
+			for k := range fracs {
+				fracs[k] = r.ActiveFrac
+			}
+		}
+		r.BytesPerToken = BytesPerToken(m.Prog, fracs, pred != nil && pred.Name() != "dense")
+		r.GBPerSec = r.BytesPerToken * r.Median / 1e9
+	}
+	return r, nil
+}
+
+// BytesPerToken counts the weight bytes one decode step reads: every matrix
+// once (one row of an embedding table), except that a sparse FFN reads only
+// its active fraction of neuron rows, plus its predictor when one runs.
+func BytesPerToken(p *graph.Program, active []float64, sparse bool) float64 {
+	var total float64
+	seen := map[*ops.Weight]bool{}
+	for _, n := range p.Nodes {
+		for slot, w := range n.W {
+			if w == nil || w.M == nil || seen[w] {
+				continue
+			}
+			seen[w] = true
+			bytes := float64(len(w.M.Data))
+			switch {
+			case n.Op.Name == "embedding":
+				bytes /= float64(w.M.Rows)
+			case n.Op.Sparse:
+				name := n.Op.Weights[slot].Name
+				if name == "fc1" || name == "fc2" {
+					if !sparse {
+						bytes = 0
+					}
+				} else if sparse && len(n.Layers) > 0 {
+					bytes *= active[n.FirstLayer]
+				}
+			}
+			total += bytes
+		}
+	}
+	return total
+}
+
+func argmax(x []float32) int {
+	best := 0
+	for i, v := range x {
+		if v > x[best] {
+			best = i
+		}
+	}
+	return best
+}
+
+func summarize(x []float64) (mean_, sd, median float64) {
+	mean_ = mean(x)
+	for _, v := range x {
+		sd += (v - mean_) * (v - mean_)
+	}
+	if len(x) > 1 {
+		sd = math.Sqrt(sd / float64(len(x)-1))
+	}
+	s := append([]float64(nil), x...)
+	sort.Float64s(s)
+	median = s[len(s)/2]
+	if len(s)%2 == 0 {
+		median = (s[len(s)/2-1] + s[len(s)/2]) / 2
+	}
+	return
+}
+
+func mean(x []float64) float64 {
+	var s float64
+	for _, v := range x {
+		s += v
+	}
+	return s / float64(max(len(x), 1))
+}

@@ -1,0 +1,89 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/pinfer/pinfer/bench"
+	"github.com/pinfer/pinfer/engine"
+	"github.com/spf13/cobra"
+)
+
+func benchCmd() *cobra.Command {
+	var mf modelFlags
+	var o bench.Options
+	var modes, format string
+	c := &cobra.Command{
+		Use:   "bench -m FILE",
+		Short: "Measure prefill and decode speed, dense against sparse in one run (llama-bench style)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if format != "md" && format != "json" {
+				return fmt.Errorf("bench: -o %q: want md or json", format)
+			}
+			o.Modes = strings.Split(modes, ",")
+			o.Threads = mf.threads
+			m, err := mf.load()
+			if err != nil {
+				return err
+			}
+			defer m.Close()
+			rep, err := bench.Run(m, o)
+			if err != nil {
+				return err
+			}
+			if format == "json" {
+				enc := json.NewEncoder(os.Stdout)
+				enc.SetIndent("", "  ")
+				return enc.Encode(rep)
+			}
+			printTable(m, rep)
+			return nil
+		},
+	}
+	mf.add(c)
+	fl := c.Flags()
+	fl.IntVarP(&o.Prompt, "n-prompt", "p", 64, "prompt tokens of the prefill test (0: skip)")
+	fl.IntVarP(&o.Gen, "n-gen", "n", 16, "tokens of the decode test (0: skip)")
+	fl.IntVarP(&o.Reps, "repetitions", "r", 5, "repetitions of each test")
+	fl.StringVar(&modes, "mode", "dense,sparse", "comma-separated: dense, sparse (the file's predictor), or a predictor name")
+	fl.StringVarP(&format, "output", "o", "md", "md or json")
+	return c
+}
+
+func printTable(m *engine.Model, r *bench.Report) {
+	fmt.Printf("| model | size | params | backend | threads | mode | test | t/s | median | bytes/token | GB/s |\n")
+	fmt.Printf("| --- | ---: | ---: | --- | ---: | --- | --- | ---: | ---: | ---: | ---: |\n")
+	name := filepath.Base(r.Model)
+	for _, x := range r.Results {
+		bpt, gbs := "", ""
+		if x.BytesPerToken > 0 {
+			bpt = fmt.Sprintf("%.2f GB", x.BytesPerToken/1e9)
+			gbs = fmt.Sprintf("%.1f (%.0f%%)", x.GBPerSec, 100*x.GBPerSec/r.StreamGBps)
+		}
+		mode := x.Mode
+		if x.Predictor != x.Mode {
+			mode += " (" + x.Predictor + ")"
+		}
+		fmt.Printf("| %s | %.2f GiB | %.2f B | %s | %d | %s | %s | %.2f ± %.2f | %.2f | %s | %s |\n",
+			name, float64(r.SizeBytes)/(1<<30), float64(r.Params)/1e9, r.Backend, r.Threads, mode, x.Test, x.Mean, x.SD, x.Median, bpt, gbs)
+	}
+	fmt.Printf("\nstreaming read, measured now: %.1f GB/s (GB/s columns are decode's weight reads; %% of that)\n", r.StreamGBps)
+	var dense, sparse float64
+	for _, x := range r.Results {
+		if strings.HasPrefix(x.Test, "tg") {
+			switch x.Mode {
+			case "dense":
+				dense = x.Median
+			case "sparse":
+				sparse = x.Median
+			}
+		}
+	}
+	if dense > 0 && sparse > 0 {
+		fmt.Printf("sparse / dense decode (medians): %.2fx\n", sparse/dense)
+	}
+}

@@ -1,0 +1,278 @@
+// Package avx2 holds the CPU kernels of the hot loops: mat-vec over a gathered
+// set of rows, sparse axpy over rows, dot, for f32, f16, q8_0 and q4_0
+// weights in GGML layouts. On amd64 they are AVX2+FMA+F16C assembly generated
+// by ../../_asm with avo; elsewhere, with -tags purego, or on a CPU without
+// those extensions, the same API runs in plain Go.
+//
+// Weights are raw row bytes: f32 cols*4, f16 cols*2, q8_0 cols/32*34 (f16 d,
+// 32 int8), q4_0 cols/32*18 (f16 d, 16 bytes: element j<16 is the low nibble
+// of byte j, j+16 the high nibble, value (q-8)*d). A nil rows list means rows
+// 0..n-1. Misuse (bad lengths, row ids out of range) is a programmer error
+// and panics with the function's name.
+package avx2
+
+//go:generate go run -C ../../_asm . -out ../ops/avx2/kernels_amd64.s -stubs ../ops/avx2/kernels_amd64.go -pkg avx2
+
+import (
+	"fmt"
+	"unsafe"
+)
+
+// Available reports whether the assembly kernels run: amd64 with AVX2, FMA3
+// and F16C, built without purego. The functions below work either way; this
+// tells callers whether they get the fast path.
+var Available bool
+
+const (
+	q8Block = 34
+	q4Block = 18
+)
+
+// GatherF32 sets out[k] = row(rows[k]) · x for f32 rows of cols elements.
+func GatherF32(out []float32, w []byte, cols int, rows []int32, x []float32) {
+	ids := checkGather("GatherF32", out, w, cols, cols*4, rows, len(x), cols)
+	if ids == nil {
+		return
+	}
+	body := cols &^ 7
+	if !Available {
+		body = 0
+		clear(out)
+	} else {
+		gatherF32(&out[0], unsafe.SliceData(w), cols*4, &ids[0], len(out), unsafe.SliceData(x), body)
+	}
+	if body < cols {
+		for k, r := range ids {
+			row := w[int(r)*cols*4:][:cols*4]
+			out[k] += dotF32(row[body*4:], x[body:])
+		}
+	}
+}
+
+// GatherF16 sets out[k] = row(rows[k]) · x for f16 rows of cols elements.
+func GatherF16(out []float32, w []byte, cols int, rows []int32, x []float32) {
+	ids := checkGather("GatherF16", out, w, cols, cols*2, rows, len(x), cols)
+	if ids == nil {
+		return
+	}
+	body := cols &^ 7
+	if !Available {
+		body = 0
+		clear(out)
+	} else {
+		gatherF16(&out[0], unsafe.SliceData(w), cols*2, &ids[0], len(out), unsafe.SliceData(x), body)
+	}
+	if body < cols {
+		for k, r := range ids {
+			row := w[int(r)*cols*2:][:cols*2]
+			out[k] += dotF16(row[body*2:], x[body:])
+		}
+	}
+}
+
+// GatherQ8_0 sets out[k] = row(rows[k]) · x for q8_0 rows, with x given
+// quantized by QuantizeQ8 (cols/32*34 bytes).
+func GatherQ8_0(out []float32, w []byte, cols int, rows []int32, xq []byte) {
+	checkBlocks("GatherQ8_0", cols)
+	ids := checkGather("GatherQ8_0", out, w, cols, cols/32*q8Block, rows, len(xq), cols/32*q8Block)
+	if ids == nil {
+		return
+	}
+	if !Available {
+		goGatherQ8(out, w, cols/32, ids, xq)
+		return
+	}
+	gatherQ8_0(&out[0], unsafe.SliceData(w), cols/32*q8Block, &ids[0], len(out), unsafe.SliceData(xq), cols/32)
+}
+
+// GatherQ4_0 sets out[k] = row(rows[k]) · x for q4_0 rows, with x given
+// quantized by QuantizeQ8 (cols/32*34 bytes).
+func GatherQ4_0(out []float32, w []byte, cols int, rows []int32, xq []byte) {
+	checkBlocks("GatherQ4_0", cols)
+	ids := checkGather("GatherQ4_0", out, w, cols, cols/32*q4Block, rows, len(xq), cols/32*q8Block)
+	if ids == nil {
+		return
+	}
+	if !Available {
+		goGatherQ4(out, w, cols/32, ids, xq)
+		return
+	}
+	gatherQ4_0(&out[0], unsafe.SliceData(w), cols/32*q4Block, &ids[0], len(out), unsafe.SliceData(xq), cols/32)
+}
+
+// AxpyF32 adds Σ_k coef[k]*row(rows[k]) to y (len cols); nil rows means
+// rows 0..len(coef)-1.
+func AxpyF32(y []float32, w []byte, cols int, rows []int32, coef []float32) {
+	ids := checkAxpy("AxpyF32", y, w, cols, cols*4, rows, coef)
+	if ids == nil {
+		return
+	}
+	body := cols &^ 7
+	if !Available {
+		body = 0
+	} else {
+		axpyF32(&y[0], unsafe.SliceData(w), cols*4, &ids[0], len(ids), &coef[0], body)
+	}
+	if body < cols {
+		for k, r := range ids {
+			row := w[int(r)*cols*4:][:cols*4]
+			axpyRowF32(y[body:], row[body*4:], coef[k])
+		}
+	}
+}
+
+// AxpyF16 is AxpyF32 over f16 rows.
+func AxpyF16(y []float32, w []byte, cols int, rows []int32, coef []float32) {
+	ids := checkAxpy("AxpyF16", y, w, cols, cols*2, rows, coef)
+	if ids == nil {
+		return
+	}
+	body := cols &^ 7
+	if !Available {
+		body = 0
+	} else {
+		axpyF16(&y[0], unsafe.SliceData(w), cols*2, &ids[0], len(ids), &coef[0], body)
+	}
+	if body < cols {
+		for k, r := range ids {
+			row := w[int(r)*cols*2:][:cols*2]
+			axpyRowF16(y[body:], row[body*2:], coef[k])
+		}
+	}
+}
+
+// AxpyQ8_0 is AxpyF32 over q8_0 rows.
+func AxpyQ8_0(y []float32, w []byte, cols int, rows []int32, coef []float32) {
+	checkBlocks("AxpyQ8_0", cols)
+	ids := checkAxpy("AxpyQ8_0", y, w, cols, cols/32*q8Block, rows, coef)
+	if ids == nil {
+		return
+	}
+	if !Available {
+		goAxpyQ8(y, w, cols/32, ids, coef)
+		return
+	}
+	axpyQ8_0(&y[0], unsafe.SliceData(w), cols/32*q8Block, &ids[0], len(ids), &coef[0], cols/32)
+}
+
+// AxpyQ4_0 is AxpyF32 over q4_0 rows.
+func AxpyQ4_0(y []float32, w []byte, cols int, rows []int32, coef []float32) {
+	checkBlocks("AxpyQ4_0", cols)
+	ids := checkAxpy("AxpyQ4_0", y, w, cols, cols/32*q4Block, rows, coef)
+	if ids == nil {
+		return
+	}
+	if !Available {
+		goAxpyQ4(y, w, cols/32, ids, coef)
+		return
+	}
+	axpyQ4_0(&y[0], unsafe.SliceData(w), cols/32*q4Block, &ids[0], len(ids), &coef[0], cols/32)
+}
+
+// Dot returns a · b; the lengths must match.
+func Dot(a, b []float32) float32 {
+	if len(a) != len(b) {
+		panic(fmt.Sprintf("avx2.Dot: len(a)=%d != len(b)=%d", len(a), len(b)))
+	}
+	body := len(a) &^ 7
+	if !Available || body == 0 {
+		return dotF32s(a, b)
+	}
+	return dot(&a[0], &b[0], body) + dotF32s(a[body:], b[body:])
+}
+
+// Sum returns the sum of a. It is the plain streaming read that the
+// bandwidth of the other kernels is measured against.
+func Sum(a []float32) float32 {
+	body := len(a) &^ 7
+	var s float32
+	for _, v := range a[body:] {
+		s += v
+	}
+	if !Available || body == 0 {
+		for _, v := range a[:body] {
+			s += v
+		}
+		return s
+	}
+	return sum(&a[0], body) + s
+}
+
+// QuantizeQ8 writes x as q8_0 blocks into dst (len(x)/32*34 bytes), as GGML
+// does: d = amax/127 stored as f16, q = round(x/d) half away from zero.
+func QuantizeQ8(dst []byte, x []float32) {
+	if len(x)%32 != 0 {
+		panic(fmt.Sprintf("avx2.QuantizeQ8: len(x)=%d is not a multiple of 32", len(x)))
+	}
+	if len(dst) != len(x)/32*q8Block {
+		panic(fmt.Sprintf("avx2.QuantizeQ8: len(dst)=%d, want %d", len(dst), len(x)/32*q8Block))
+	}
+	quantizeQ8(dst, x)
+}
+
+func checkBlocks(fn string, cols int) {
+	if cols%32 != 0 {
+		panic(fmt.Sprintf("avx2.%s: cols=%d is not a multiple of 32", fn, cols))
+	}
+}
+
+// checkGather validates a gather call and returns the row ids to read, or nil
+// when there is nothing to do (out is then already set).
+func checkGather(fn string, out []float32, w []byte, cols, rowBytes int, rows []int32, xLen, wantX int) []int32 {
+	if cols < 0 {
+		panic(fmt.Sprintf("avx2.%s: cols=%d < 0", fn, cols))
+	}
+	if xLen != wantX {
+		panic(fmt.Sprintf("avx2.%s: x has length %d, want %d for cols=%d", fn, xLen, wantX, cols))
+	}
+	ids := checkRows(fn, w, rowBytes, rows, len(out))
+	if cols == 0 {
+		clear(out)
+		return nil
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return ids
+}
+
+func checkAxpy(fn string, y []float32, w []byte, cols, rowBytes int, rows []int32, coef []float32) []int32 {
+	if cols < 0 {
+		panic(fmt.Sprintf("avx2.%s: cols=%d < 0", fn, cols))
+	}
+	if len(y) != cols {
+		panic(fmt.Sprintf("avx2.%s: y has length %d, want cols=%d", fn, len(y), cols))
+	}
+	ids := checkRows(fn, w, rowBytes, rows, len(coef))
+	if cols == 0 || len(coef) == 0 {
+		return nil
+	}
+	return ids
+}
+
+// checkRows checks n row ids (or rows 0..n-1 when rows is nil) against the
+// rows that w holds.
+func checkRows(fn string, w []byte, rowBytes int, rows []int32, n int) []int32 {
+	have := 0
+	if rowBytes > 0 {
+		have = len(w) / rowBytes
+	}
+	if rows == nil {
+		if rowBytes > 0 && n > have {
+			panic(fmt.Sprintf("avx2.%s: %d rows wanted, w holds %d (%d bytes, %d per row)", fn, n, have, len(w), rowBytes))
+		}
+		return denseRows(n)
+	}
+	if len(rows) != n {
+		panic(fmt.Sprintf("avx2.%s: %d row ids for %d results/coefficients", fn, len(rows), n))
+	}
+	if rowBytes == 0 {
+		return rows
+	}
+	for _, r := range rows {
+		if r < 0 || int(r) >= have {
+			panic(fmt.Sprintf("avx2.%s: row id %d out of range [0,%d)", fn, r, have))
+		}
+	}
+	return rows
+}

@@ -1,0 +1,217 @@
+package avx2
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+)
+
+// Benchmarks on ReluLLaMA-7B's FFN shape, 11008 rows of 4096, in the style of
+// llm.c's dev/cuda: the portable Go path ("naive") next to the assembly.
+// Each iteration reads another random row set from the next of several copies
+// of the matrix (512 MB or more in all, 16x the 32 MB L3), as decode reads one
+// layer after another, so the figures are memory bandwidth, not cache
+// bandwidth. BenchmarkGatherHot reads an L2-resident matrix: the compute
+// ceiling of each kernel.
+// SetBytes counts the row bytes actually read.
+
+const (
+	benchRows = 11008
+	benchCols = 4096
+	benchSpan = 512 << 20
+	benchSets = 16
+)
+
+var benchPcts = []int{10, 20, 50, 100}
+
+type benchMat struct {
+	k      kind
+	layers [][]byte
+}
+
+var benchCache *benchMat
+
+// benchMatrix builds (once per kind, one kind kept at a time) enough layers
+// of random weights to span benchSpan bytes.
+func benchMatrix(k kind) *benchMat {
+	if benchCache != nil && benchCache.k == k {
+		return benchCache
+	}
+	benchCache = nil
+	rb := k.rowBytes(benchCols)
+	size := rb * benchRows
+	m := &benchMat{k: k}
+	r := rand.New(rand.NewPCG(11, uint64(k)))
+	for range (benchSpan + size - 1) / size {
+		w := make([]byte, size)
+		for i := 0; i+8 <= len(w); i += 8 {
+			binary.LittleEndian.PutUint64(w[i:], r.Uint64())
+		}
+		// Keep values ordinary: no NaN, Inf or subnormals in the timing.
+		switch k {
+		case kF32:
+			for i := 0; i < len(w); i += 4 {
+				binary.LittleEndian.PutUint32(w[i:], math.Float32bits(float32(int8(w[i]))/64))
+			}
+		case kF16:
+			for i := 0; i < len(w); i += 2 {
+				binary.LittleEndian.PutUint16(w[i:], binary.LittleEndian.Uint16(w[i:])&0x83ff|0x3000)
+			}
+		default:
+			bs := 34
+			if k == kQ4 {
+				bs = 18
+			}
+			for i := 0; i < len(w); i += bs {
+				binary.LittleEndian.PutUint16(w[i:], 0x2000|uint16(w[i])&0x3ff)
+			}
+		}
+		m.layers = append(m.layers, w)
+	}
+	benchCache = m
+	return m
+}
+
+// benchRowSet returns benchSets sorted random sets of pct% of the rows.
+func benchRowSet(pct int) [][]int32 {
+	r := rand.New(rand.NewPCG(uint64(pct), 5))
+	sets := make([][]int32, benchSets)
+	for l := range sets {
+		n := benchRows * pct / 100
+		ids := make([]int32, n)
+		for i, p := range r.Perm(benchRows)[:n] {
+			ids[i] = int32(p)
+		}
+		slices.Sort(ids)
+		sets[l] = ids
+	}
+	return sets
+}
+
+// withPath runs fn with the assembly ("avx2") or with the portable Go kernels
+// ("naive"), by switching Available for the duration.
+func withPath(b *testing.B, bytes int64, fn func(b *testing.B)) {
+	paths := []string{"naive"}
+	if Available {
+		paths = append(paths, "avx2")
+	}
+	for _, p := range paths {
+		b.Run(p, func(b *testing.B) {
+			saved := Available
+			Available = p == "avx2"
+			defer func() { Available = saved }()
+			b.SetBytes(bytes)
+			lockThread()
+			defer unlockThread()
+			t0 := threadCPU()
+			fn(b)
+			if cpu := threadCPU() - t0; cpu > 0 {
+				b.ReportMetric(float64(bytes)*float64(b.N)/cpu.Seconds()/1e6, "cpuMB/s")
+			}
+		})
+	}
+}
+
+func BenchmarkGather(b *testing.B) {
+	r := rand.New(rand.NewPCG(1, 1))
+	x := randVec(r, benchCols)
+	xq := make([]byte, benchCols/32*34)
+	QuantizeQ8(xq, x)
+	out := make([]float32, benchRows)
+	for _, k := range []kind{kF32, kF16, kQ8, kQ4} {
+		for _, pct := range benchPcts {
+			b.Run(fmt.Sprintf("%v/%dpct", k, pct), func(b *testing.B) {
+				m := benchMatrix(k)
+				sets := benchRowSet(pct)
+				withPath(b, int64(len(sets[0])*k.rowBytes(benchCols)), func(b *testing.B) {
+					i := 0
+					for b.Loop() {
+						l := i % len(m.layers)
+						i++
+						w, rows := m.layers[l], sets[i%benchSets]
+						o := out[:len(rows)]
+						switch k {
+						case kF32:
+							GatherF32(o, w, benchCols, rows, x)
+						case kF16:
+							GatherF16(o, w, benchCols, rows, x)
+						case kQ8:
+							GatherQ8_0(o, w, benchCols, rows, xq)
+						case kQ4:
+							GatherQ4_0(o, w, benchCols, rows, xq)
+						}
+					}
+				})
+			})
+		}
+	}
+}
+
+func BenchmarkAxpy(b *testing.B) {
+	r := rand.New(rand.NewPCG(2, 2))
+	coef := randVec(r, benchRows)
+	y := make([]float32, benchCols)
+	for _, k := range []kind{kF32, kF16, kQ8, kQ4} {
+		for _, pct := range benchPcts {
+			b.Run(fmt.Sprintf("%v/%dpct", k, pct), func(b *testing.B) {
+				m := benchMatrix(k)
+				sets := benchRowSet(pct)
+				withPath(b, int64(len(sets[0])*k.rowBytes(benchCols)), func(b *testing.B) {
+					i := 0
+					for b.Loop() {
+						l := i % len(m.layers)
+						i++
+						w, rows := m.layers[l], sets[i%benchSets]
+						axpy(k, y, w, benchCols, rows, coef[:len(rows)])
+					}
+				})
+			})
+		}
+	}
+}
+
+// BenchmarkStream is the ceiling: a plain sequential read of 256 MB.
+func BenchmarkStream(b *testing.B) {
+	a := make([]float32, 256<<20/4)
+	for i := range a {
+		a[i] = float32(i & 255)
+	}
+	var sink float32
+	withPath(b, 256<<20, func(b *testing.B) {
+		for b.Loop() {
+			sink += Sum(a)
+		}
+	})
+	_ = sink
+}
+
+// BenchmarkGatherHot: all rows of a 64x4096 matrix, which stays in L2.
+func BenchmarkGatherHot(b *testing.B) {
+	r := rand.New(rand.NewPCG(3, 3))
+	x := randVec(r, benchCols)
+	xq := make([]byte, benchCols/32*34)
+	QuantizeQ8(xq, x)
+	out := make([]float32, 64)
+	for _, k := range []kind{kF32, kF16, kQ8, kQ4} {
+		w := randMatrix(r, k, 64, benchCols, 0)
+		b.Run(k.String(), func(b *testing.B) {
+			withPath(b, int64(len(w)), func(b *testing.B) {
+				for b.Loop() {
+					switch k {
+					case kF32:
+						GatherF32(out, w, benchCols, nil, x)
+					case kF16:
+						GatherF16(out, w, benchCols, nil, x)
+					case kQ8:
+						GatherQ8_0(out, w, benchCols, nil, xq)
+					case kQ4:
+						GatherQ4_0(out, w, benchCols, nil, xq)
+					}
+				}
+			})
+		})
+	}
+}

@@ -1,0 +1,75 @@
+package avx2
+
+import (
+	"math/rand/v2"
+	"testing"
+)
+
+// fuzzShape turns fuzzer input into a kernel call: a kind, cols, a matrix
+// filled from data (any bytes: NaN, Inf and subnormals included), an index
+// list from sel (nil when sel is empty) and an unaligned offset.
+func fuzzShape(kb byte, c uint16, nr uint8, sel, data []byte) (k kind, cols int, w []byte, rows []int32, nrows int) {
+	k = kind(kb % 4)
+	if k == kF32 || k == kF16 {
+		cols = 1 + int(c)%300
+	} else {
+		cols = 32 * (1 + int(c)%10)
+	}
+	nrows = 1 + int(nr)%20
+	rb := k.rowBytes(cols)
+	off := int(kb/4) % 4
+	buf := make([]byte, off+nrows*rb)
+	w = buf[off:]
+	if len(data) > 0 {
+		for i := range w {
+			w[i] = data[i%len(data)] ^ byte(i/len(data))
+		}
+	}
+	if len(sel) > 0 {
+		rows = make([]int32, 0, len(sel))
+		for _, s := range sel[:min(len(sel), 64)] {
+			rows = append(rows, int32(int(s)%nrows))
+		}
+	}
+	return
+}
+
+func fuzzSeeds(f *testing.F) {
+	f.Add(byte(0), uint16(4099), uint8(9), []byte{}, []byte{1, 2, 3})
+	f.Add(byte(1), uint16(33), uint8(5), []byte{4, 1, 1, 0}, []byte{0x3c, 0x00, 0x7c})
+	f.Add(byte(2), uint16(3), uint8(7), []byte{6, 5, 4, 3, 2}, []byte{0x80, 0x7f, 0x11})
+	f.Add(byte(7), uint16(0), uint8(3), []byte{2}, []byte{0xff})
+}
+
+func FuzzGather(f *testing.F) {
+	fuzzSeeds(f)
+	f.Fuzz(func(t *testing.T, kb byte, c uint16, nr uint8, sel, data []byte) {
+		k, cols, w, rows, nrows := fuzzShape(kb, c, nr, sel, data)
+		r := rand.New(rand.NewPCG(uint64(c), uint64(nr)))
+		x := randVec(r, cols)
+		n := len(rows)
+		if rows == nil {
+			n = nrows
+		}
+		out := make([]float32, n)
+		xr := gather(k, out, w, cols, rows, x)
+		checkGatherRef(t, k, out, w, cols, rows, xr)
+	})
+}
+
+func FuzzAxpy(f *testing.F) {
+	fuzzSeeds(f)
+	f.Fuzz(func(t *testing.T, kb byte, c uint16, nr uint8, sel, data []byte) {
+		k, cols, w, rows, nrows := fuzzShape(kb, c, nr, sel, data)
+		r := rand.New(rand.NewPCG(uint64(c), uint64(nr)))
+		n := len(rows)
+		if rows == nil {
+			n = nrows
+		}
+		coef := randVec(r, n)
+		y0 := randVec(r, cols)
+		y := append([]float32(nil), y0...)
+		axpy(k, y, w, cols, rows, coef)
+		checkAxpyRef(t, k, y, y0, w, cols, rows, coef)
+	})
+}
