@@ -30,6 +30,6 @@ require (
 	golang.org/x/image v0.30.0 // indirect
 	golang.org/x/term v0.44.0 // indirect
 	golang.org/x/text v0.28.0 // indirect
-	gonum.org/v1/plot v0.17.0 // indirect
+	gonum.org/v1/plot v0.17.0
 	gorgonia.org/cu v0.9.6
 )

@@ -1,0 +1,88 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/pinfer/pinfer/ops"
+	"github.com/pinfer/pinfer/predictors"
+	"github.com/pinfer/pinfer/profile"
+	"github.com/schollz/progressbar/v3"
+	"github.com/spf13/cobra"
+)
+
+func profileCmd() *cobra.Command {
+	var mf modelFlags
+	var file, out, plotPath string
+	var opt profile.Options
+	c := &cobra.Command{
+		Use:   "profile -f TEXT -o STATS",
+		Short: "Count how often each FFN neuron fires over a calibration text (for place and the static predictor)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if file == "" || out == "" {
+				return fmt.Errorf("profile: -f TEXT and -o STATS are required")
+			}
+			text, err := os.ReadFile(file)
+			if err != nil {
+				return err
+			}
+			m, err := mf.load()
+			if err != nil {
+				return err
+			}
+			defer m.Close()
+			opt.Pool = ops.NewPool(mf.threads)
+			defer opt.Pool.Close()
+			bar := tokenBar("profiling")
+			opt.Progress = func(done, total int) { bar(done, total) }
+			s, err := profile.Run(m, string(text), opt)
+			if err != nil {
+				return fmt.Errorf("%s: %v", file, err)
+			}
+			if err := predictors.WriteStats(out, s); err != nil {
+				return err
+			}
+			if plotPath == "" {
+				plotPath = strings.TrimSuffix(out, filepath.Ext(out)) + ".png"
+			}
+			if err := profile.Plot(s, plotPath); err != nil {
+				return err
+			}
+			profile.Summary(os.Stdout, s)
+			fmt.Printf("wrote %s and %s\n", out, plotPath)
+			return nil
+		},
+	}
+	mf.add(c)
+	c.Flags().MarkHidden("predictor")
+	c.Flags().MarkHidden("stats")
+	c.Flags().StringVarP(&file, "file", "f", "", "calibration text")
+	c.Flags().StringVarP(&out, "output", "o", "", "statistics file to write (JSON)")
+	c.Flags().StringVar(&plotPath, "plot", "", "power-law plot to write (default: STATS with .png)")
+	c.Flags().IntVarP(&opt.Ctx, "ctx-size", "c", 0, "window size in tokens (default: the model's context, at most 512)")
+	c.Flags().IntVar(&opt.MaxTokens, "max-tokens", 0, "profile only the first N tokens of the text (0: all)")
+	return c
+}
+
+// tokenBar returns a progress callback over text tokens, drawn on stderr.
+func tokenBar(what string) func(done, total int) {
+	var bar *progressbar.ProgressBar
+	return func(done, total int) {
+		if bar == nil {
+			bar = progressbar.NewOptions(total,
+				progressbar.OptionSetWriter(os.Stderr),
+				progressbar.OptionSetDescription(what),
+				progressbar.OptionShowCount(),
+				progressbar.OptionSetItsString("tok"),
+				progressbar.OptionShowIts(),
+				progressbar.OptionSetWidth(30),
+				progressbar.OptionThrottle(100*time.Millisecond),
+				progressbar.OptionOnCompletion(func() { fmt.Fprintln(os.Stderr) }))
+		}
+		bar.Set(min(done, total))
+	}
+}

@@ -1,0 +1,76 @@
+package profile
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+
+	"github.com/pinfer/pinfer/engine"
+	"github.com/pinfer/pinfer/ops"
+	"github.com/pinfer/pinfer/predictors"
+)
+
+// Options for a profile run.
+type Options struct {
+	Ctx       int // window in tokens; 0: the model's context, at most 512
+	MaxTokens int // stop after this many text tokens; 0: the whole text
+	Pool      *ops.Pool
+	Progress  func(done, total int)
+}
+
+// Run profiles text: it runs with the oracle predictor, whose chosen
+// neurons are exactly those whose real gate passes the activation, and
+// counts them per layer and neuron.
+func Run(m *engine.Model, text string, opt Options) (*predictors.Stats, error) {
+	return RunTokens(m, m.Encode(text), opt)
+}
+
+// RunTokens is Run on a text already encoded.
+func RunTokens(m *engine.Model, tokens []int, opt Options) (*predictors.Stats, error) {
+	if opt.MaxTokens > 0 && len(tokens) > opt.MaxTokens {
+		tokens = tokens[:opt.MaxTokens]
+	}
+	if len(m.Prog.Layers) == 0 {
+		return nil, fmt.Errorf("%s: the model has no sparse FFN layers to profile", m.Path)
+	}
+	nctx := opt.Ctx
+	if nctx <= 0 {
+		nctx = min(max(m.ContextLength(), 2), 512)
+	}
+	counts := map[int][]int64{}
+	seen := map[int]int{}
+	for _, l := range m.Prog.Layers {
+		counts[l.Index] = make([]int64, l.NFF)
+	}
+	observe := func(l *predictors.Layer, _ predictors.Input, active []int32) {
+		c := counts[l.Index]
+		seen[l.Index]++
+		for _, i := range active {
+			c[i]++
+		}
+	}
+	if _, err := Walk(m, tokens, nctx, opt.Pool, &predictors.Oracle{}, observe, opt.Progress); err != nil {
+		return nil, err
+	}
+	s := &predictors.Stats{Model: m.Path}
+	for _, l := range m.Prog.Layers {
+		s.Layers = append(s.Layers, predictors.NewLayerStats(l.Index, counts[l.Index], seen[l.Index]))
+		s.Tokens = seen[l.Index]
+	}
+	sort.SliceStable(s.Layers, func(a, b int) bool { return s.Layers[a].Layer < s.Layers[b].Layer })
+	return s, nil
+}
+
+// Summary prints one line per layer: the active fraction and the share of
+// neurons that give 80% of all activations.
+func Summary(w io.Writer, s *predictors.Stats) {
+	fmt.Fprintf(w, "%d tokens profiled\n", s.Tokens)
+	fmt.Fprintf(w, "%5s  %8s  %16s  %s\n", "layer", "active", "80% of firings", "")
+	for _, l := range s.Layers {
+		n := max(len(l.Frequency), 1)
+		share := float64(l.NeuronsFor80) / float64(n)
+		bar := strings.Repeat("#", int(l.MeanActiveFraction*40+0.5))
+		fmt.Fprintf(w, "%5d  %7.2f%%  %5.1f%% (%5d/%d)  %s\n", l.Layer, 100*l.MeanActiveFraction, 100*share, l.NeuronsFor80, n, bar)
+	}
+}
