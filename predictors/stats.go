@@ -19,6 +19,8 @@ type Stats struct {
 // LayerStats is one layer's profile.
 type LayerStats struct {
 	Layer              int       `json:"layer"`
+	Expert             int       `json:"expert,omitempty"` // inside a mixture of experts
+	Tokens             int       `json:"tokens,omitempty"` // tokens this FFN saw (an expert sees only those routed to it)
 	MeanActiveFraction float64   `json:"mean_active_fraction"`
 	NeuronsFor80       int       `json:"neurons_for_80pct_of_activations"`
 	Frequency          []float32 `json:"frequency"`
@@ -26,7 +28,7 @@ type LayerStats struct {
 
 // NewLayerStats summarises per-neuron activation counts over tokens.
 func NewLayerStats(layer int, counts []int64, tokens int) LayerStats {
-	ls := LayerStats{Layer: layer, Frequency: make([]float32, len(counts))}
+	ls := LayerStats{Layer: layer, Tokens: tokens, Frequency: make([]float32, len(counts))}
 	var total int64
 	for i, c := range counts {
 		ls.Frequency[i] = float32(float64(c) / float64(max(tokens, 1)))
@@ -59,18 +61,22 @@ func ReadStats(path string) (*Stats, error) {
 	if err := json.Unmarshal(b, &s); err != nil {
 		return nil, fmt.Errorf("%s: %v", path, err)
 	}
-	for i := range s.Layers {
-		if s.Layers[i].Layer == 0 && i > 0 {
+	unnumbered := true
+	for _, l := range s.Layers {
+		unnumbered = unnumbered && l.Layer == 0 && l.Expert == 0
+	}
+	if unnumbered {
+		for i := range s.Layers {
 			s.Layers[i].Layer = i
 		}
 	}
-	sort.SliceStable(s.Layers, func(a, b int) bool { return s.Layers[a].Layer < s.Layers[b].Layer })
+	sortLayers(s.Layers)
 	return &s, nil
 }
 
 // WriteStats writes a profile with its layers in numeric order.
 func WriteStats(path string, s *Stats) error {
-	sort.SliceStable(s.Layers, func(a, b int) bool { return s.Layers[a].Layer < s.Layers[b].Layer })
+	sortLayers(s.Layers)
 	b, err := json.Marshal(s)
 	if err != nil {
 		return err
@@ -80,14 +86,15 @@ func WriteStats(path string, s *Stats) error {
 
 // Attach gives each layer its profiled rates; the neuron counts must agree.
 func (s *Stats) Attach(path string, layers []*Layer) error {
-	byIndex := map[int]*LayerStats{}
+	type key struct{ layer, expert int }
+	byIndex := map[key]*LayerStats{}
 	for i := range s.Layers {
-		byIndex[s.Layers[i].Layer] = &s.Layers[i]
+		byIndex[key{s.Layers[i].Layer, s.Layers[i].Expert}] = &s.Layers[i]
 	}
 	for _, l := range layers {
-		ls := byIndex[l.Index]
+		ls := byIndex[key{l.Index, l.Expert}]
 		if ls == nil {
-			return fmt.Errorf("%s: layers: no entry for layer %d", path, l.Index)
+			return fmt.Errorf("%s: layers: no entry for layer %d expert %d", path, l.Index, l.Expert)
 		}
 		if len(ls.Frequency) != l.NFF {
 			return fmt.Errorf("%s: layers[%d].frequency: %d neurons, the model has %d", path, l.Index, len(ls.Frequency), l.NFF)
@@ -95,4 +102,15 @@ func (s *Stats) Attach(path string, layers []*Layer) error {
 		l.Rates = ls.Frequency
 	}
 	return nil
+}
+
+// sortLayers keeps layers in numeric order (and experts within a layer):
+// PowerInfer's exporter sorted them as text, putting 10 before 2.
+func sortLayers(ls []LayerStats) {
+	sort.SliceStable(ls, func(a, b int) bool {
+		if ls[a].Layer != ls[b].Layer {
+			return ls[a].Layer < ls[b].Layer
+		}
+		return ls[a].Expert < ls[b].Expert
+	})
 }

@@ -38,14 +38,15 @@ func RunTokens(m *engine.Model, tokens []int, opt Options) (*predictors.Stats, e
 	if nctx <= 0 {
 		nctx = min(max(m.ContextLength(), 2), 512)
 	}
-	counts := map[int][]int64{}
-	seen := map[int]int{}
+	// Keyed by the layer itself: the experts of a mixture share a block index.
+	counts := map[*predictors.Layer][]int64{}
+	seen := map[*predictors.Layer]int{}
 	for _, l := range m.Prog.Layers {
-		counts[l.Index] = make([]int64, l.NFF)
+		counts[l] = make([]int64, l.NFF)
 	}
 	observe := func(l *predictors.Layer, _ predictors.Input, active []int32) {
-		c := counts[l.Index]
-		seen[l.Index]++
+		c := counts[l]
+		seen[l]++
 		for _, i := range active {
 			c[i]++
 		}
@@ -55,8 +56,10 @@ func RunTokens(m *engine.Model, tokens []int, opt Options) (*predictors.Stats, e
 	}
 	s := &predictors.Stats{Model: m.Path}
 	for _, l := range m.Prog.Layers {
-		s.Layers = append(s.Layers, predictors.NewLayerStats(l.Index, counts[l.Index], seen[l.Index]))
-		s.Tokens = seen[l.Index]
+		ls := predictors.NewLayerStats(l.Index, counts[l], seen[l])
+		ls.Expert = l.Expert
+		s.Layers = append(s.Layers, ls)
+		s.Tokens = max(s.Tokens, seen[l])
 	}
 	sort.SliceStable(s.Layers, func(a, b int) bool { return s.Layers[a].Layer < s.Layers[b].Layer })
 	return s, nil
