@@ -56,6 +56,8 @@ type Runner struct {
 	Stats Stats
 
 	scratch [][][]int32 // per layer and row, reused by the predictor
+	predict []func(ffn, row int) []int32
+	frame   frame
 }
 
 // countDense records that a sparse node ran all its neurons on rows rows.
@@ -97,10 +99,18 @@ func (s *Session) SetPredictor(p predictors.Predictor) { s.runner.Predictor = p 
 // Runner returns the runner Forward uses, for its stats and hooks.
 func (s *Session) Runner() *Runner { return s.runner }
 
-// predictFor returns the Ctx.Predict of one sparse node: it asks the
-// predictor, counts what was chosen and feeds the Observe hook.
-func (r *Runner) predictFor(n *Node, in []*ops.Tensor) func(ffn, row int) []int32 {
-	return func(ffn, row int) []int32 {
+// predictFor returns the Ctx.Predict of sparse node i (made once): it asks
+// the predictor, counts what was chosen and feeds the Observe hook.
+func (r *Runner) predictFor(i int) func(ffn, row int) []int32 {
+	if r.predict == nil {
+		r.predict = make([]func(ffn, row int) []int32, len(r.p.Nodes))
+	}
+	if r.predict[i] != nil {
+		return r.predict[i]
+	}
+	n := r.p.Nodes[i]
+	r.predict[i] = func(ffn, row int) []int32 {
+		in := r.frame.in[i]
 		l, k := n.Layers[ffn], n.FirstLayer+ffn
 		x := predictors.Input{Normed: in[0].Row(row), Resid: in[0].Row(row), Pool: r.pool}
 		if len(in) > 1 {
@@ -128,6 +138,7 @@ func (r *Runner) predictFor(n *Node, in []*ops.Tensor) func(ffn, row int) []int3
 		}
 		return a
 	}
+	return r.predict[i]
 }
 
 // Forward runs each session's tokens as one batch: the rows of all sessions
@@ -136,9 +147,8 @@ func (r *Runner) predictFor(n *Node, in []*ops.Tensor) func(ffn, row int) []int3
 func (r *Runner) Forward(seqs []*Session, tokens [][]int, all bool) (*ops.Tensor, error) {
 	start := time.Now()
 	defer func() { r.Stats.Total += time.Since(start) }()
-	var rows []ops.Row
-	var ids, pos []float32
-	var outRows []int // rows whose logits are wanted
+	f := &r.frame
+	f.reset(len(r.p.Nodes))
 	for k, s := range seqs {
 		if s.p != r.p {
 			return nil, fmt.Errorf("session %d belongs to another model", k)
@@ -151,54 +161,49 @@ func (r *Runner) Forward(seqs []*Session, tokens [][]int, all bool) (*ops.Tensor
 			return nil, fmt.Errorf("context is full: %d positions used, %d more asked, context size %d", s.pos, T, s.nctx)
 		}
 		for i, t := range tokens[k] {
-			rows = append(rows, ops.Row{Pos: s.pos + i, NCtx: s.nctx})
-			ids = append(ids, float32(t))
-			pos = append(pos, float32(s.pos+i))
+			f.rows = append(f.rows, ops.Row{Pos: s.pos + i, NCtx: s.nctx})
+			f.seq = append(f.seq, s)
+			f.ids.Data = append(f.ids.Data, float32(t))
+			f.pos.Data = append(f.pos.Data, float32(s.pos+i))
 			if all || i == T-1 {
-				outRows = append(outRows, len(rows)-1)
+				f.outRows = append(f.outRows, len(f.rows)-1)
 			}
 		}
 	}
-	N := len(rows)
+	N := len(f.rows)
+	f.ids.Rows, f.pos.Rows = N, N
+	outRows := f.outRows
 	if len(outRows) == N {
 		outRows = nil // every row: no gather needed
 	}
 	pl := r.planFor(N, len(outRows))
-	srcIDs := &ops.Tensor{Rows: N, Cols: 1, Data: ids}
-	srcPos := &ops.Tensor{Rows: N, Cols: 1, Data: pos}
-	outs := make([]*ops.Tensor, len(r.p.Nodes))
 	for i, n := range r.p.Nodes {
-		in := make([]*ops.Tensor, len(n.In))
-		for k, src := range n.In {
+		in := f.in[i][:0]
+		for _, src := range n.In {
 			switch src {
 			case srcTokens:
-				in[k] = srcIDs
+				in = append(in, &f.ids)
 			case srcPositions:
-				in[k] = srcPos
+				in = append(in, &f.pos)
 			default:
-				in[k] = outs[src]
+				in = append(in, &f.out[src])
 			}
 		}
+		f.in[i] = in
 		// Each row's state slot is its own session's.
-		for j := range rows {
-			rows[j].State = nil
+		for j, s := range f.seq {
+			f.rows[j].State = &s.state[i]
 		}
-		j := 0
-		for k, s := range seqs {
-			for range tokens[k] {
-				rows[j].State = &s.state[i]
-				j++
-			}
-		}
-		c := &ops.Ctx{In: in, W: n.W, A: n.A, Rows: rows, Pool: r.pool}
 		nrows := N
+		c := &f.ctx[i]
+		*c = ops.Ctx{In: in, W: n.W, A: n.A, Rows: f.rows, Pool: r.pool}
 		if pl.trimmed[i] {
 			c.OutRows, nrows = outRows, len(outRows)
 		}
-		outs[i] = &ops.Tensor{Rows: nrows, Cols: n.Cols, Data: r.bufs[pl.buf[i]][:nrows*n.Cols]}
-		c.Out = outs[i]
+		f.out[i] = ops.Tensor{Rows: nrows, Cols: n.Cols, Data: r.bufs[pl.buf[i]][:nrows*n.Cols]}
+		c.Out = &f.out[i]
 		if n.Op.Sparse && (r.Predictor != nil || r.Observe != nil) {
-			c.Predict = r.predictFor(n, in)
+			c.Predict = r.predictFor(i)
 		} else if n.Op.Sparse {
 			r.countDense(n, in[0].Rows)
 		}
@@ -209,7 +214,7 @@ func (r *Runner) Forward(seqs []*Session, tokens [][]int, all bool) (*ops.Tensor
 	for k, s := range seqs {
 		s.pos += len(tokens[k])
 	}
-	out := outs[r.p.Output]
+	out := &f.out[r.p.Output]
 	if outRows != nil && !pl.trimmed[r.p.Output] {
 		// The output op cannot skip rows: pick the wanted ones afterwards.
 		picked := &ops.Tensor{Rows: len(outRows), Cols: out.Cols}
@@ -219,6 +224,27 @@ func (r *Runner) Forward(seqs []*Session, tokens [][]int, all bool) (*ops.Tensor
 		out = picked
 	}
 	return out, nil
+}
+
+// frame is one Forward's bookkeeping, kept between calls so that a decode
+// step allocates nothing once the shapes have been seen.
+type frame struct {
+	rows     []ops.Row
+	seq      []*Session
+	ids, pos ops.Tensor // the graph's sources, [N,1]
+	outRows  []int
+	out      []ops.Tensor    // per node
+	in       [][]*ops.Tensor // per node
+	ctx      []ops.Ctx       // per node
+}
+
+func (f *frame) reset(nodes int) {
+	f.rows, f.seq, f.outRows = f.rows[:0], f.seq[:0], f.outRows[:0]
+	f.ids = ops.Tensor{Cols: 1, Data: f.ids.Data[:0]}
+	f.pos = ops.Tensor{Cols: 1, Data: f.pos.Data[:0]}
+	if len(f.out) != nodes {
+		f.out, f.in, f.ctx = make([]ops.Tensor, nodes), make([][]*ops.Tensor, nodes), make([]ops.Ctx, nodes)
+	}
 }
 
 // plan gives each node an output buffer shared with nodes whose results are

@@ -11,20 +11,20 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-func llamaTOML(t *testing.T) string {
+func llamaTOML(t testing.TB) string {
 	b, err := os.ReadFile(filepath.Join("..", "models", "llama.toml"))
 	require.NoError(t, err)
 	return string(b)
 }
 
-func stories(t *testing.T) *gguf.File {
+func stories(t testing.TB) *gguf.File {
 	f, err := gguf.Open(fixtures.Path(t, "stories260K", "stories260K.gguf"))
 	require.NoError(t, err)
 	t.Cleanup(func() { f.Close() })
 	return f
 }
 
-func build(t *testing.T, text string) (*Program, error) {
+func build(t testing.TB, text string) (*Program, error) {
 	spec, err := ParseSpec("bad.toml", []byte(text))
 	if err != nil {
 		return nil, err
