@@ -58,7 +58,9 @@ func constants() {
 	DATA(0, U64(0x0100010001000100))
 	DATA(8, U64(0x0302030203020302))
 	cMinus8 = GLOBL("minus8", RODATA|NOPTR)
-	DATA(0, F32(-8))
+	// F32(-8) prints as $(-8), which the assembler reads as the integer -8:
+	// spell out the float's bits.
+	DATA(0, U32(0xc1000000))
 }
 
 func at(base, idx reg.Register, scale uint8, disp int) Mem {
@@ -100,7 +102,13 @@ func (rc *rowCtx) prefetch(off reg.Register) {
 
 // drive emits the walk over the whole index list (params w, stride, rows, n):
 // groups of 4 rows, then single rows, each handed to body.
-func drive(fn string, body func(rc *rowCtx)) {
+func drive(fn string, body func(rc *rowCtx)) { driveWith(fn, nil, body) }
+
+// driveWith runs prologue, if any, before the walk.
+func driveWith(fn string, prologue func(), body func(rc *rowCtx)) {
+	if prologue != nil {
+		prologue()
+	}
 	kslot := AllocLocal(8)
 	next := AllocLocal(32)
 	scratch := AllocLocal(32)

@@ -75,30 +75,21 @@ func gatherQ8() {
 }
 
 // gatherQ4 works on two blocks a, b per step: the nibbles of both rows' blocks
-// sit in one ymm as [a.lo | b.lo] and [a.hi | b.hi], and x is rearranged once
-// per group to match, so int lanes 0-3 belong to block a and 4-7 to b. The
-// nibbles stay unsigned: Σ(q-8)x = Σq·x - 8Σx, with 8Σx shared by the rows.
+// sit in one ymm as [a.lo | b.lo] and [a.hi | b.hi], and x is rearranged to
+// match, so int lanes 0-3 belong to block a and 4-7 to b. The nibbles stay
+// unsigned: Σ(q-8)x = Σq·x - 8Σx. Everything that depends on x alone
+// (rearranged x, 8Σx, d_x) is computed once per call into xs, 128 bytes per
+// pair of blocks, and read from L1 by every group of rows.
 func gatherQ4() {
-	TEXT("gatherQ4_0", NOSPLIT, gatherSig)
+	TEXT("gatherQ4_0", NOSPLIT, "func(out *float32, w *byte, stride int, rows *int32, n int, xq *byte, nblk int, xs *byte)")
 	Pragma("noescape")
-	drive("gatherQ4_0", func(rc *rowCtx) {
-		acc := make([]reg.VecVirtual, rc.R)
-		for i := range acc {
-			acc[i] = YMM()
-			zero(acc[i])
-		}
-		ones, low4 := YMM(), YMM()
-		VMOVDQU(cOnes16, ones)
-		VMOVDQU(cLow4, low4)
+	prologue := func() {
 		x := Load(Param("xq"), GP64())
+		xs := Load(Param("xs"), GP64())
 		cnt := Load(Param("nblk"), GP64())
-		woff := GP64()
-		XORQ(woff, woff)
-
-		// One set of registers for both steps (see gatherQ8).
-		xlo, xhi, e, corr, c2, dx, s := YMM(), YMM(), YMM(), YMM(), YMM(), YMM(), YMM()
-		q, hi, si := YMM(), YMM(), YMM()
-		dxh, sh := XMM(), XMM()
+		xlo, xhi, e, corr, c2, dx := YMM(), YMM(), YMM(), YMM(), YMM(), YMM()
+		dxh := XMM()
+		VMOVDQU(cEights, e)
 		step := func(pair bool) {
 			VMOVDQU(Mem{Base: x, Disp: 2}, xlo.AsX())
 			VMOVDQU(Mem{Base: x, Disp: 18}, xhi.AsX())
@@ -106,7 +97,6 @@ func gatherQ4() {
 				VINSERTI128(U8(1), Mem{Base: x, Disp: q8Bytes + 2}, xlo, xlo)
 				VINSERTI128(U8(1), Mem{Base: x, Disp: q8Bytes + 18}, xhi, xhi)
 			}
-			VMOVDQU(cEights, e)
 			VPMADDUBSW(xlo, e, corr)
 			VPMADDUBSW(xhi, e, c2)
 			VPADDW(c2, corr, corr)
@@ -122,13 +112,50 @@ func gatherQ4() {
 			VMOVD(g.As32(), dxh)
 			VPSHUFB(cDupHalf, dxh, dxh)
 			VCVTPH2PS(dxh, dx)
+			VMOVDQU(xlo, Mem{Base: xs})
+			VMOVDQU(xhi, Mem{Base: xs, Disp: 32})
+			VMOVDQU(corr, Mem{Base: xs, Disp: 64})
+			VMOVUPS(dx, Mem{Base: xs, Disp: 96})
+		}
+		Label("gatherQ4_0_xpairs")
+		CMPQ(cnt, U8(2))
+		JLT(LabelRef("gatherQ4_0_xsingle"))
+		step(true)
+		ADDQ(U8(128), xs)
+		ADDQ(U8(2*q8Bytes), x)
+		SUBQ(U8(2), cnt)
+		JMP(LabelRef("gatherQ4_0_xpairs"))
+		Label("gatherQ4_0_xsingle")
+		CMPQ(cnt, U8(0))
+		JEQ(LabelRef("gatherQ4_0_xdone"))
+		step(false)
+		Label("gatherQ4_0_xdone")
+	}
+	driveWith("gatherQ4_0", prologue, func(rc *rowCtx) {
+		acc := make([]reg.VecVirtual, rc.R)
+		for i := range acc {
+			acc[i] = YMM()
+			zero(acc[i])
+		}
+		ones, low4 := YMM(), YMM()
+		VMOVDQU(cOnes16, ones)
+		VMOVDQU(cLow4, low4)
+		xs := Load(Param("xs"), GP64())
+		cnt := Load(Param("nblk"), GP64())
+		woff := GP64()
+		XORQ(woff, woff)
+
+		// One set of registers for both steps (see gatherQ8).
+		s, q, hi, si := YMM(), YMM(), YMM(), YMM()
+		sh := XMM()
+		step := func(pair bool) {
 			// Row scales: [r0a r1a r2a r3a | r0b r1b r2b r3b] * d_x.
 			VMOVQ(packHalves(rc, woff, 0), sh)
 			if pair {
 				VPINSRQ(U8(1), packHalves(rc, woff, q4Bytes), sh, sh)
 			}
 			VCVTPH2PS(sh, s)
-			VMULPS(dx, s, s)
+			VMULPS(Mem{Base: xs, Disp: 96}, s, s)
 			for i := 0; i < rc.R; i++ {
 				VMOVDQU(at(rc.p[i], woff, 1, 2), q.AsX())
 				if pair {
@@ -137,10 +164,10 @@ func gatherQ4() {
 				VPSRLW(U8(4), q, hi)
 				VPAND(low4, q, q)
 				VPAND(low4, hi, hi)
-				VPMADDUBSW(xlo, q, q)
-				VPMADDUBSW(xhi, hi, hi)
+				VPMADDUBSW(Mem{Base: xs}, q, q)
+				VPMADDUBSW(Mem{Base: xs, Disp: 32}, hi, hi)
 				VPADDW(hi, q, q)
-				VPSUBW(corr, q, q)
+				VPSUBW(Mem{Base: xs, Disp: 64}, q, q)
 				VPMADDWD(ones, q, q)
 				VCVTDQ2PS(q, q)
 				VPERMILPS(U8(0x55*i), s, si)
@@ -154,7 +181,7 @@ func gatherQ4() {
 		step(true)
 		rc.prefetch(woff)
 		ADDQ(U8(2*q4Bytes), woff)
-		ADDQ(U8(2*q8Bytes), x)
+		ADDQ(U8(128), xs)
 		SUBQ(U8(2), cnt)
 		JMP(LabelRef(rc.label("pairs")))
 		Label(rc.label("single"))

@@ -31,7 +31,7 @@ func Sum(x []float32) float32 { return avx2.Sum(x) }
 // the Shakespeare fixture's greedy ids off the f32 file's within 16 tokens;
 // a q8_0 × f32 kernel is the fix.
 func fastType(t DType) bool {
-	return Fast && (t == F32 || t == F16)
+	return Fast && (t == F32 || t == F16 || t == Q4_0)
 }
 
 // quantized reports whether the fast kernels want q8_0 activations.

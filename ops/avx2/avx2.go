@@ -15,6 +15,7 @@ package avx2
 
 import (
 	"fmt"
+	"sync"
 	"unsafe"
 )
 
@@ -97,8 +98,18 @@ func GatherQ4_0(out []float32, w []byte, cols int, rows []int32, xq []byte) {
 		goGatherQ4(out, w, cols/32, ids, xq)
 		return
 	}
-	gatherQ4_0(&out[0], unsafe.SliceData(w), cols/32*q4Block, &ids[0], len(out), unsafe.SliceData(xq), cols/32)
+	nblk := cols / 32
+	xs := q4Scratch.Get().(*[]byte)
+	if need := (nblk + 1) / 2 * 128; len(*xs) < need {
+		*xs = make([]byte, need)
+	}
+	gatherQ4_0(&out[0], unsafe.SliceData(w), nblk*q4Block, &ids[0], len(out), unsafe.SliceData(xq), nblk, &(*xs)[0])
+	q4Scratch.Put(xs)
 }
+
+// q4Scratch holds the per-call x tables of the q4_0 gather (128 bytes per
+// pair of blocks), pooled so that steady-state calls allocate nothing.
+var q4Scratch = sync.Pool{New: func() any { return new([]byte) }}
 
 // AxpyF32 adds Σ_k coef[k]*row(rows[k]) to y (len cols); nil rows means
 // rows 0..len(coef)-1.

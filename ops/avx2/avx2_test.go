@@ -98,7 +98,8 @@ func checkGatherRef(t *testing.T, k kind, out []float32, w []byte, cols int, row
 			continue
 		}
 		tol := relTol(k)*mag + 1e-30
-		if math.Abs(float64(out[i])-s) > tol {
+		// Written as !(<=) so that a NaN result fails too.
+		if !(math.Abs(float64(out[i])-s) <= tol) {
 			t.Fatalf("%v cols=%d row %d (id %d): got %g, want %g (tol %g)", k, cols, i, r, out[i], s, tol)
 		}
 	}
@@ -161,7 +162,8 @@ func checkAxpyRef(t *testing.T, k kind, got, y0 []float32, w []byte, cols int, r
 			continue
 		}
 		tol := relTol(k)*mag[j] + 1e-30
-		if math.Abs(float64(got[j])-want[j]) > tol {
+		// Written as !(<=) so that a NaN result fails too.
+		if !(math.Abs(float64(got[j])-want[j]) <= tol) {
 			t.Fatalf("%v cols=%d y[%d]: got %g, want %g (tol %g)", k, cols, j, got[j], want[j], tol)
 		}
 	}

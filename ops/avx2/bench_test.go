@@ -47,6 +47,7 @@ func benchMatrix(k kind) *benchMat {
 	r := rand.New(rand.NewPCG(11, uint64(k)))
 	for range (benchSpan + size - 1) / size {
 		w := make([]byte, size)
+		adviseHuge(w)
 		for i := 0; i+8 <= len(w); i += 8 {
 			binary.LittleEndian.PutUint64(w[i:], r.Uint64())
 		}

@@ -1,6 +1,7 @@
 package avx2
 
 import (
+	"os"
 	"runtime"
 	"syscall"
 	"time"
@@ -19,3 +20,13 @@ func threadCPU() time.Duration {
 
 func lockThread()   { runtime.LockOSThread() }
 func unlockThread() { runtime.UnlockOSThread() }
+
+// adviseHuge asks for transparent huge pages on a benchmark matrix when
+// PINFER_BENCH_HUGEPAGES is set: it shows what TLB misses cost sparse rows
+// (mmapped model files get 4 KB pages, so the default figures are the real ones).
+func adviseHuge(b []byte) {
+	if os.Getenv("PINFER_BENCH_HUGEPAGES") == "" || len(b) < 2<<20 {
+		return
+	}
+	_ = syscall.Madvise(b[:len(b)&^(2<<20-1)], 14 /* MADV_HUGEPAGE */)
+}

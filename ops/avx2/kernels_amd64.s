@@ -26,7 +26,7 @@ DATA duphalf<>+0(SB)/8, $0x0100010001000100
 DATA duphalf<>+8(SB)/8, $0x0302030203020302
 GLOBL duphalf<>(SB), RODATA|NOPTR, $16
 
-DATA minus8<>+0(SB)/4, $(-8)
+DATA minus8<>+0(SB)/4, $0xc1000000
 GLOBL minus8<>(SB), RODATA|NOPTR, $4
 
 // func dot(a *float32, b *float32, n int) float32
@@ -1108,9 +1108,58 @@ gatherQ8_0_r1_done:
 	VZEROUPPER
 	RET
 
-// func gatherQ4_0(out *float32, w *byte, stride int, rows *int32, n int, xq *byte, nblk int)
+// func gatherQ4_0(out *float32, w *byte, stride int, rows *int32, n int, xq *byte, nblk int, xs *byte)
 // Requires: AVX, AVX2, CMOV, F16C, FMA3, MMX+
-TEXT ·gatherQ4_0(SB), NOSPLIT, $72-56
+TEXT ·gatherQ4_0(SB), NOSPLIT, $72-64
+	MOVQ    xq+40(FP), AX
+	MOVQ    xs+56(FP), CX
+	MOVQ    nblk+48(FP), DX
+	VMOVDQU eights<>+0(SB), Y2
+
+gatherQ4_0_xpairs:
+	CMPQ        DX, $0x02
+	JLT         gatherQ4_0_xsingle
+	VMOVDQU     2(AX), X0
+	VMOVDQU     18(AX), X1
+	VINSERTI128 $0x01, 36(AX), Y0, Y0
+	VINSERTI128 $0x01, 52(AX), Y1, Y1
+	VPMADDUBSW  Y0, Y2, Y3
+	VPMADDUBSW  Y1, Y2, Y4
+	VPADDW      Y4, Y3, Y3
+	MOVWLZX     (AX), BX
+	MOVWLZX     34(AX), SI
+	SHLQ        $0x10, SI
+	ORQ         SI, BX
+	VMOVD       BX, X4
+	VPSHUFB     duphalf<>+0(SB), X4, X4
+	VCVTPH2PS   X4, Y4
+	VMOVDQU     Y0, (CX)
+	VMOVDQU     Y1, 32(CX)
+	VMOVDQU     Y3, 64(CX)
+	VMOVUPS     Y4, 96(CX)
+	ADDQ        $0x80, CX
+	ADDQ        $0x44, AX
+	SUBQ        $0x02, DX
+	JMP         gatherQ4_0_xpairs
+
+gatherQ4_0_xsingle:
+	CMPQ       DX, $0x00
+	JEQ        gatherQ4_0_xdone
+	VMOVDQU    2(AX), X0
+	VMOVDQU    18(AX), X1
+	VPMADDUBSW Y0, Y2, Y3
+	VPMADDUBSW Y1, Y2, Y4
+	VPADDW     Y4, Y3, Y3
+	MOVWLZX    (AX), AX
+	VMOVD      AX, X4
+	VPSHUFB    duphalf<>+0(SB), X4, X4
+	VCVTPH2PS  X4, Y4
+	VMOVDQU    Y0, (CX)
+	VMOVDQU    Y1, 32(CX)
+	VMOVDQU    Y3, 64(CX)
+	VMOVUPS    Y4, 96(CX)
+
+gatherQ4_0_xdone:
 	MOVQ $0x00000000, (SP)
 
 gatherQ4_0_r4_group:
@@ -1168,29 +1217,14 @@ gatherQ4_0_r4_group:
 	VXORPS  Y2, Y2, Y2
 	VXORPS  Y3, Y3, Y3
 	VMOVDQU ones16<>+0(SB), Y4
-	VMOVDQU low4<>+0(SB), Y5
-	MOVQ    xq+40(FP), AX
+	VMOVDQU low4<>+0(SB), Y7
+	MOVQ    xs+56(FP), AX
 	MOVQ    nblk+48(FP), CX
 	XORQ    DX, DX
 
 gatherQ4_0_r4_pairs:
 	CMPQ        CX, $0x02
 	JLT         gatherQ4_0_r4_single
-	VMOVDQU     2(AX), X6
-	VMOVDQU     18(AX), X7
-	VINSERTI128 $0x01, 36(AX), Y6, Y6
-	VINSERTI128 $0x01, 52(AX), Y7, Y7
-	VMOVDQU     eights<>+0(SB), Y8
-	VPMADDUBSW  Y6, Y8, Y9
-	VPMADDUBSW  Y7, Y8, Y8
-	VPADDW      Y8, Y9, Y9
-	MOVWLZX     (AX), BX
-	MOVWLZX     34(AX), SI
-	SHLQ        $0x10, SI
-	ORQ         SI, BX
-	VMOVD       BX, X8
-	VPSHUFB     duphalf<>+0(SB), X8, X8
-	VCVTPH2PS   X8, Y8
 	MOVWLZX     (R10)(DX*1), BX
 	SHLQ        $0x10, BX
 	MOVWLZX     (R9)(DX*1), SI
@@ -1201,7 +1235,7 @@ gatherQ4_0_r4_pairs:
 	SHLQ        $0x10, BX
 	MOVWLZX     (DI)(DX*1), SI
 	ORQ         SI, BX
-	VMOVQ       BX, X10
+	VMOVQ       BX, X5
 	MOVWLZX     18(R10)(DX*1), BX
 	SHLQ        $0x10, BX
 	MOVWLZX     18(R9)(DX*1), SI
@@ -1212,61 +1246,61 @@ gatherQ4_0_r4_pairs:
 	SHLQ        $0x10, BX
 	MOVWLZX     18(DI)(DX*1), SI
 	ORQ         SI, BX
-	VPINSRQ     $0x01, BX, X10, X10
-	VCVTPH2PS   X10, Y14
-	VMULPS      Y8, Y14, Y14
-	VMOVDQU     2(DI)(DX*1), X10
-	VINSERTI128 $0x01, 20(DI)(DX*1), Y10, Y10
-	VPSRLW      $0x04, Y10, Y8
-	VPAND       Y5, Y10, Y10
-	VPAND       Y5, Y8, Y8
-	VPMADDUBSW  Y6, Y10, Y10
-	VPMADDUBSW  Y7, Y8, Y8
-	VPADDW      Y8, Y10, Y10
-	VPSUBW      Y9, Y10, Y10
-	VPMADDWD    Y4, Y10, Y10
-	VCVTDQ2PS   Y10, Y10
-	VPERMILPS   $0x00, Y14, Y8
-	VFMADD231PS Y8, Y10, Y0
-	VMOVDQU     2(R8)(DX*1), X10
-	VINSERTI128 $0x01, 20(R8)(DX*1), Y10, Y10
-	VPSRLW      $0x04, Y10, Y8
-	VPAND       Y5, Y10, Y10
-	VPAND       Y5, Y8, Y8
-	VPMADDUBSW  Y6, Y10, Y10
-	VPMADDUBSW  Y7, Y8, Y8
-	VPADDW      Y8, Y10, Y10
-	VPSUBW      Y9, Y10, Y10
-	VPMADDWD    Y4, Y10, Y10
-	VCVTDQ2PS   Y10, Y10
-	VPERMILPS   $0x55, Y14, Y8
-	VFMADD231PS Y8, Y10, Y1
-	VMOVDQU     2(R9)(DX*1), X10
-	VINSERTI128 $0x01, 20(R9)(DX*1), Y10, Y10
-	VPSRLW      $0x04, Y10, Y8
-	VPAND       Y5, Y10, Y10
-	VPAND       Y5, Y8, Y8
-	VPMADDUBSW  Y6, Y10, Y10
-	VPMADDUBSW  Y7, Y8, Y8
-	VPADDW      Y8, Y10, Y10
-	VPSUBW      Y9, Y10, Y10
-	VPMADDWD    Y4, Y10, Y10
-	VCVTDQ2PS   Y10, Y10
-	VPERMILPS   $0xaa, Y14, Y8
-	VFMADD231PS Y8, Y10, Y2
-	VMOVDQU     2(R10)(DX*1), X10
-	VINSERTI128 $0x01, 20(R10)(DX*1), Y10, Y10
-	VPSRLW      $0x04, Y10, Y8
-	VPAND       Y5, Y10, Y10
-	VPAND       Y5, Y8, Y8
-	VPMADDUBSW  Y6, Y10, Y10
-	VPMADDUBSW  Y7, Y8, Y8
-	VPADDW      Y8, Y10, Y10
-	VPSUBW      Y9, Y10, Y10
-	VPMADDWD    Y4, Y10, Y10
-	VCVTDQ2PS   Y10, Y10
-	VPERMILPS   $0xff, Y14, Y8
-	VFMADD231PS Y8, Y10, Y3
+	VPINSRQ     $0x01, BX, X5, X5
+	VCVTPH2PS   X5, Y8
+	VMULPS      96(AX), Y8, Y8
+	VMOVDQU     2(DI)(DX*1), X5
+	VINSERTI128 $0x01, 20(DI)(DX*1), Y5, Y5
+	VPSRLW      $0x04, Y5, Y9
+	VPAND       Y7, Y5, Y5
+	VPAND       Y7, Y9, Y9
+	VPMADDUBSW  (AX), Y5, Y5
+	VPMADDUBSW  32(AX), Y9, Y9
+	VPADDW      Y9, Y5, Y5
+	VPSUBW      64(AX), Y5, Y5
+	VPMADDWD    Y4, Y5, Y5
+	VCVTDQ2PS   Y5, Y5
+	VPERMILPS   $0x00, Y8, Y9
+	VFMADD231PS Y9, Y5, Y0
+	VMOVDQU     2(R8)(DX*1), X5
+	VINSERTI128 $0x01, 20(R8)(DX*1), Y5, Y5
+	VPSRLW      $0x04, Y5, Y9
+	VPAND       Y7, Y5, Y5
+	VPAND       Y7, Y9, Y9
+	VPMADDUBSW  (AX), Y5, Y5
+	VPMADDUBSW  32(AX), Y9, Y9
+	VPADDW      Y9, Y5, Y5
+	VPSUBW      64(AX), Y5, Y5
+	VPMADDWD    Y4, Y5, Y5
+	VCVTDQ2PS   Y5, Y5
+	VPERMILPS   $0x55, Y8, Y9
+	VFMADD231PS Y9, Y5, Y1
+	VMOVDQU     2(R9)(DX*1), X5
+	VINSERTI128 $0x01, 20(R9)(DX*1), Y5, Y5
+	VPSRLW      $0x04, Y5, Y9
+	VPAND       Y7, Y5, Y5
+	VPAND       Y7, Y9, Y9
+	VPMADDUBSW  (AX), Y5, Y5
+	VPMADDUBSW  32(AX), Y9, Y9
+	VPADDW      Y9, Y5, Y5
+	VPSUBW      64(AX), Y5, Y5
+	VPMADDWD    Y4, Y5, Y5
+	VCVTDQ2PS   Y5, Y5
+	VPERMILPS   $0xaa, Y8, Y9
+	VFMADD231PS Y9, Y5, Y2
+	VMOVDQU     2(R10)(DX*1), X5
+	VINSERTI128 $0x01, 20(R10)(DX*1), Y5, Y5
+	VPSRLW      $0x04, Y5, Y9
+	VPAND       Y7, Y5, Y5
+	VPAND       Y7, Y9, Y9
+	VPMADDUBSW  (AX), Y5, Y5
+	VPMADDUBSW  32(AX), Y9, Y9
+	VPADDW      Y9, Y5, Y5
+	VPSUBW      64(AX), Y5, Y5
+	VPMADDWD    Y4, Y5, Y5
+	VCVTDQ2PS   Y5, Y5
+	VPERMILPS   $0xff, Y8, Y9
+	VFMADD231PS Y9, Y5, Y3
 	MOVQ        8(SP), BX
 	PREFETCHT1  (BX)(DX*1)
 	MOVQ        16(SP), BX
@@ -1276,84 +1310,74 @@ gatherQ4_0_r4_pairs:
 	MOVQ        32(SP), BX
 	PREFETCHT1  (BX)(DX*1)
 	ADDQ        $0x24, DX
-	ADDQ        $0x44, AX
+	ADDQ        $0x80, AX
 	SUBQ        $0x02, CX
 	JMP         gatherQ4_0_r4_pairs
 
 gatherQ4_0_r4_single:
 	CMPQ        CX, $0x00
 	JEQ         gatherQ4_0_r4_fin
-	VMOVDQU     2(AX), X6
-	VMOVDQU     18(AX), X7
-	VMOVDQU     eights<>+0(SB), Y8
-	VPMADDUBSW  Y6, Y8, Y9
-	VPMADDUBSW  Y7, Y8, Y8
-	VPADDW      Y8, Y9, Y9
-	MOVWLZX     (AX), AX
-	VMOVD       AX, X8
-	VPSHUFB     duphalf<>+0(SB), X8, X8
-	VCVTPH2PS   X8, Y8
-	MOVWLZX     (R10)(DX*1), AX
-	SHLQ        $0x10, AX
-	MOVWLZX     (R9)(DX*1), CX
-	ORQ         CX, AX
-	SHLQ        $0x10, AX
-	MOVWLZX     (R8)(DX*1), CX
-	ORQ         CX, AX
-	SHLQ        $0x10, AX
-	MOVWLZX     (DI)(DX*1), CX
-	ORQ         CX, AX
-	VMOVQ       AX, X10
-	VCVTPH2PS   X10, Y14
-	VMULPS      Y8, Y14, Y14
-	VMOVDQU     2(DI)(DX*1), X10
-	VPSRLW      $0x04, Y10, Y8
-	VPAND       Y5, Y10, Y10
-	VPAND       Y5, Y8, Y8
-	VPMADDUBSW  Y6, Y10, Y10
-	VPMADDUBSW  Y7, Y8, Y8
-	VPADDW      Y8, Y10, Y10
-	VPSUBW      Y9, Y10, Y10
-	VPMADDWD    Y4, Y10, Y10
-	VCVTDQ2PS   Y10, Y10
-	VPERMILPS   $0x00, Y14, Y8
-	VFMADD231PS Y8, Y10, Y0
-	VMOVDQU     2(R8)(DX*1), X10
-	VPSRLW      $0x04, Y10, Y8
-	VPAND       Y5, Y10, Y10
-	VPAND       Y5, Y8, Y8
-	VPMADDUBSW  Y6, Y10, Y10
-	VPMADDUBSW  Y7, Y8, Y8
-	VPADDW      Y8, Y10, Y10
-	VPSUBW      Y9, Y10, Y10
-	VPMADDWD    Y4, Y10, Y10
-	VCVTDQ2PS   Y10, Y10
-	VPERMILPS   $0x55, Y14, Y8
-	VFMADD231PS Y8, Y10, Y1
-	VMOVDQU     2(R9)(DX*1), X10
-	VPSRLW      $0x04, Y10, Y8
-	VPAND       Y5, Y10, Y10
-	VPAND       Y5, Y8, Y8
-	VPMADDUBSW  Y6, Y10, Y10
-	VPMADDUBSW  Y7, Y8, Y8
-	VPADDW      Y8, Y10, Y10
-	VPSUBW      Y9, Y10, Y10
-	VPMADDWD    Y4, Y10, Y10
-	VCVTDQ2PS   Y10, Y10
-	VPERMILPS   $0xaa, Y14, Y8
-	VFMADD231PS Y8, Y10, Y2
-	VMOVDQU     2(R10)(DX*1), X10
-	VPSRLW      $0x04, Y10, Y8
-	VPAND       Y5, Y10, Y10
-	VPAND       Y5, Y8, Y8
-	VPMADDUBSW  Y6, Y10, Y10
-	VPMADDUBSW  Y7, Y8, Y8
-	VPADDW      Y8, Y10, Y10
-	VPSUBW      Y9, Y10, Y10
-	VPMADDWD    Y4, Y10, Y10
-	VCVTDQ2PS   Y10, Y10
-	VPERMILPS   $0xff, Y14, Y8
-	VFMADD231PS Y8, Y10, Y3
+	MOVWLZX     (R10)(DX*1), CX
+	SHLQ        $0x10, CX
+	MOVWLZX     (R9)(DX*1), BX
+	ORQ         BX, CX
+	SHLQ        $0x10, CX
+	MOVWLZX     (R8)(DX*1), BX
+	ORQ         BX, CX
+	SHLQ        $0x10, CX
+	MOVWLZX     (DI)(DX*1), BX
+	ORQ         BX, CX
+	VMOVQ       CX, X5
+	VCVTPH2PS   X5, Y8
+	VMULPS      96(AX), Y8, Y8
+	VMOVDQU     2(DI)(DX*1), X5
+	VPSRLW      $0x04, Y5, Y9
+	VPAND       Y7, Y5, Y5
+	VPAND       Y7, Y9, Y9
+	VPMADDUBSW  (AX), Y5, Y5
+	VPMADDUBSW  32(AX), Y9, Y9
+	VPADDW      Y9, Y5, Y5
+	VPSUBW      64(AX), Y5, Y5
+	VPMADDWD    Y4, Y5, Y5
+	VCVTDQ2PS   Y5, Y5
+	VPERMILPS   $0x00, Y8, Y9
+	VFMADD231PS Y9, Y5, Y0
+	VMOVDQU     2(R8)(DX*1), X5
+	VPSRLW      $0x04, Y5, Y9
+	VPAND       Y7, Y5, Y5
+	VPAND       Y7, Y9, Y9
+	VPMADDUBSW  (AX), Y5, Y5
+	VPMADDUBSW  32(AX), Y9, Y9
+	VPADDW      Y9, Y5, Y5
+	VPSUBW      64(AX), Y5, Y5
+	VPMADDWD    Y4, Y5, Y5
+	VCVTDQ2PS   Y5, Y5
+	VPERMILPS   $0x55, Y8, Y9
+	VFMADD231PS Y9, Y5, Y1
+	VMOVDQU     2(R9)(DX*1), X5
+	VPSRLW      $0x04, Y5, Y9
+	VPAND       Y7, Y5, Y5
+	VPAND       Y7, Y9, Y9
+	VPMADDUBSW  (AX), Y5, Y5
+	VPMADDUBSW  32(AX), Y9, Y9
+	VPADDW      Y9, Y5, Y5
+	VPSUBW      64(AX), Y5, Y5
+	VPMADDWD    Y4, Y5, Y5
+	VCVTDQ2PS   Y5, Y5
+	VPERMILPS   $0xaa, Y8, Y9
+	VFMADD231PS Y9, Y5, Y2
+	VMOVDQU     2(R10)(DX*1), X5
+	VPSRLW      $0x04, Y5, Y9
+	VPAND       Y7, Y5, Y5
+	VPAND       Y7, Y9, Y9
+	VPMADDUBSW  (AX), Y5, Y5
+	VPMADDUBSW  32(AX), Y9, Y9
+	VPADDW      Y9, Y5, Y5
+	VPSUBW      64(AX), Y5, Y5
+	VPMADDWD    Y4, Y5, Y5
+	VCVTDQ2PS   Y5, Y5
+	VPERMILPS   $0xff, Y8, Y9
+	VFMADD231PS Y9, Y5, Y3
 
 gatherQ4_0_r4_fin:
 	MOVQ         out+0(FP), AX
@@ -1385,81 +1409,56 @@ gatherQ4_0_r1_group:
 	VXORPS  Y0, Y0, Y0
 	VMOVDQU ones16<>+0(SB), Y1
 	VMOVDQU low4<>+0(SB), Y2
-	MOVQ    xq+40(FP), CX
+	MOVQ    xs+56(FP), CX
 	MOVQ    nblk+48(FP), DX
 	XORQ    BX, BX
 
 gatherQ4_0_r1_pairs:
 	CMPQ        DX, $0x02
 	JLT         gatherQ4_0_r1_single
-	VMOVDQU     2(CX), X11
-	VMOVDQU     18(CX), X12
-	VINSERTI128 $0x01, 36(CX), Y11, Y11
-	VINSERTI128 $0x01, 52(CX), Y12, Y12
-	VMOVDQU     eights<>+0(SB), Y3
-	VPMADDUBSW  Y11, Y3, Y4
-	VPMADDUBSW  Y12, Y3, Y3
-	VPADDW      Y3, Y4, Y4
-	MOVWLZX     (CX), SI
-	MOVWLZX     34(CX), DI
-	SHLQ        $0x10, DI
-	ORQ         DI, SI
-	VMOVD       SI, X3
-	VPSHUFB     duphalf<>+0(SB), X3, X3
-	VCVTPH2PS   X3, Y3
 	MOVWLZX     (AX)(BX*1), SI
-	VMOVQ       SI, X5
+	VMOVQ       SI, X3
 	MOVWLZX     18(AX)(BX*1), SI
-	VPINSRQ     $0x01, SI, X5, X5
-	VCVTPH2PS   X5, Y5
-	VMULPS      Y3, Y5, Y5
-	VMOVDQU     2(AX)(BX*1), X13
-	VINSERTI128 $0x01, 20(AX)(BX*1), Y13, Y13
-	VPSRLW      $0x04, Y13, Y3
-	VPAND       Y2, Y13, Y13
-	VPAND       Y2, Y3, Y3
-	VPMADDUBSW  Y11, Y13, Y13
-	VPMADDUBSW  Y12, Y3, Y3
-	VPADDW      Y3, Y13, Y13
-	VPSUBW      Y4, Y13, Y13
-	VPMADDWD    Y1, Y13, Y13
-	VCVTDQ2PS   Y13, Y13
-	VPERMILPS   $0x00, Y5, Y3
-	VFMADD231PS Y3, Y13, Y0
+	VPINSRQ     $0x01, SI, X3, X3
+	VCVTPH2PS   X3, Y3
+	VMULPS      96(CX), Y3, Y3
+	VMOVDQU     2(AX)(BX*1), X6
+	VINSERTI128 $0x01, 20(AX)(BX*1), Y6, Y6
+	VPSRLW      $0x04, Y6, Y4
+	VPAND       Y2, Y6, Y6
+	VPAND       Y2, Y4, Y4
+	VPMADDUBSW  (CX), Y6, Y6
+	VPMADDUBSW  32(CX), Y4, Y4
+	VPADDW      Y4, Y6, Y6
+	VPSUBW      64(CX), Y6, Y6
+	VPMADDWD    Y1, Y6, Y6
+	VCVTDQ2PS   Y6, Y6
+	VPERMILPS   $0x00, Y3, Y3
+	VFMADD231PS Y3, Y6, Y0
 	ADDQ        $0x24, BX
-	ADDQ        $0x44, CX
+	ADDQ        $0x80, CX
 	SUBQ        $0x02, DX
 	JMP         gatherQ4_0_r1_pairs
 
 gatherQ4_0_r1_single:
 	CMPQ        DX, $0x00
 	JEQ         gatherQ4_0_r1_fin
-	VMOVDQU     2(CX), X11
-	VMOVDQU     18(CX), X12
-	VMOVDQU     eights<>+0(SB), Y3
-	VPMADDUBSW  Y11, Y3, Y4
-	VPMADDUBSW  Y12, Y3, Y3
-	VPADDW      Y3, Y4, Y4
-	MOVWLZX     (CX), CX
-	VMOVD       CX, X3
-	VPSHUFB     duphalf<>+0(SB), X3, X3
+	MOVWLZX     (AX)(BX*1), DX
+	VMOVQ       DX, X3
 	VCVTPH2PS   X3, Y3
-	MOVWLZX     (AX)(BX*1), CX
-	VMOVQ       CX, X5
-	VCVTPH2PS   X5, Y5
-	VMULPS      Y3, Y5, Y5
-	VMOVDQU     2(AX)(BX*1), X13
-	VPSRLW      $0x04, Y13, Y3
-	VPAND       Y2, Y13, Y13
-	VPAND       Y2, Y3, Y3
-	VPMADDUBSW  Y11, Y13, Y13
-	VPMADDUBSW  Y12, Y3, Y3
-	VPADDW      Y3, Y13, Y13
-	VPSUBW      Y4, Y13, Y13
-	VPMADDWD    Y1, Y13, Y13
-	VCVTDQ2PS   Y13, Y13
-	VPERMILPS   $0x00, Y5, Y3
-	VFMADD231PS Y3, Y13, Y0
+	VMULPS      96(CX), Y3, Y3
+	VMOVDQU     2(AX)(BX*1), X6
+	VPSRLW      $0x04, Y6, Y4
+	VPAND       Y2, Y6, Y6
+	VPAND       Y2, Y4, Y4
+	VPMADDUBSW  (CX), Y6, Y6
+	VPMADDUBSW  32(CX), Y4, Y4
+	VPADDW      Y4, Y6, Y6
+	VPSUBW      64(CX), Y6, Y6
+	VPMADDWD    Y1, Y6, Y6
+	VCVTDQ2PS   Y6, Y6
+	VPERMILPS   $0x00, Y3, Y3
+	VFMADD231PS Y3, Y6, Y0
 
 gatherQ4_0_r1_fin:
 	MOVQ         out+0(FP), AX
