@@ -8,19 +8,21 @@ import (
 )
 
 // Select picks, among graphs, the one that runs f: its arch equals the file's
-// general.architecture and every match entry equals the file's metadata. The
-// graph with the most match entries wins, so a ReLU variant beats its family.
+// general.architecture and one of its match alternatives holds. The graph
+// whose holding alternative has the most entries wins, so a ReLU variant
+// beats its family.
 func Select(specs []*Spec, f *gguf.File) (*Spec, error) {
 	arch := f.Arch()
 	var best *Spec
+	bestScore := -1
 	var archs []string
 	for _, s := range specs {
 		archs = append(archs, s.Name+" ("+s.Arch+")")
-		if s.Arch != arch || !matches(s, f) {
+		if s.Arch != arch {
 			continue
 		}
-		if best == nil || len(s.Match) > len(best.Match) {
-			best = s
+		if score := matchScore(s, f); score > bestScore {
+			best, bestScore = s, score
 		}
 	}
 	if best == nil {
@@ -29,8 +31,23 @@ func Select(specs []*Spec, f *gguf.File) (*Spec, error) {
 	return best, nil
 }
 
-func matches(s *Spec, f *gguf.File) bool {
-	for k, want := range s.Match {
+// matchScore is the size of the largest alternative that holds, 0 for a
+// graph with none, -1 when none holds.
+func matchScore(s *Spec, f *gguf.File) int {
+	if len(s.Match) == 0 {
+		return 0
+	}
+	score := -1
+	for _, alt := range s.Match {
+		if holds(alt, f) {
+			score = max(score, len(alt))
+		}
+	}
+	return score
+}
+
+func holds(alt map[string]string, f *gguf.File) bool {
+	for k, want := range alt {
 		if want == "*" { // any value: a key only some files of the arch carry
 			if !f.Has(k) {
 				return false

@@ -14,10 +14,12 @@ import (
 
 // Spec is a parsed graph file, before it meets a model.
 type Spec struct {
-	File   string // where it came from, for error messages
-	Name   string
-	Arch   string            // general.architecture this graph runs
-	Match  map[string]string // extra metadata that must equal these strings ("*": be present)
+	File string // where it came from, for error messages
+	Name string
+	Arch string // general.architecture this graph runs
+	// Match lists alternatives: the graph runs a file when, for any one of
+	// them, every key's metadata equals its string ("*": is present).
+	Match  []map[string]string
 	Params []Param
 	Nodes  []NodeSpec // run once, before the blocks
 	Block  *Block
@@ -102,20 +104,12 @@ func (p *specParser) str(m map[string]any, path, key string, required bool) stri
 }
 
 func (p *specParser) parse(doc map[string]any) *Spec {
-	s := &Spec{File: p.file, Match: map[string]string{}}
+	s := &Spec{File: p.file}
 	p.allowKeys(doc, "", "name", "arch", "match", "params", "node", "block", "final", "output")
 	s.Name = p.str(doc, "(top)", "name", true)
 	s.Arch = p.str(doc, "(top)", "arch", true)
 	s.Output = p.str(doc, "(top)", "output", false)
-	if m, ok := p.table(doc, "", "match"); ok {
-		for k, v := range m {
-			vs, ok := v.(string)
-			if !ok {
-				p.fail(join("match", k), "want a string, got %s", describe(v))
-			}
-			s.Match[k] = vs
-		}
-	}
+	s.Match = p.match(doc["match"])
 	if m, ok := p.table(doc, "", "params"); ok {
 		s.Params = p.params(m)
 	}
@@ -130,6 +124,44 @@ func (p *specParser) parse(doc map[string]any) *Spec {
 	}
 	s.Final = p.nodes(doc, "", "final")
 	return s
+}
+
+// match reads a table of key = "value", or a list of such tables.
+func (p *specParser) match(v any) []map[string]string {
+	var tables []map[string]any
+	switch v := v.(type) {
+	case nil:
+		return nil
+	case map[string]any:
+		tables = []map[string]any{v}
+	case []map[string]any:
+		tables = v
+	case []any:
+		for _, e := range v {
+			t, ok := e.(map[string]any)
+			if !ok {
+				p.fail("match", "want a table or a list of tables, got a list holding %s", describe(e))
+				return nil
+			}
+			tables = append(tables, t)
+		}
+	default:
+		p.fail("match", "want a table or a list of tables, got %s", describe(v))
+		return nil
+	}
+	var out []map[string]string
+	for i, t := range tables {
+		m := map[string]string{}
+		for _, k := range sortedKeys(t) {
+			vs, ok := t[k].(string)
+			if !ok {
+				p.fail(fmt.Sprintf("match[%d].%s", i, k), "want a string, got %s", describe(t[k]))
+			}
+			m[k] = vs
+		}
+		out = append(out, m)
+	}
+	return out
 }
 
 func (p *specParser) table(m map[string]any, path, key string) (map[string]any, bool) {
