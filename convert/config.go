@@ -20,6 +20,7 @@ type hparams struct {
 	eps, ropeTheta          float64
 	tied                    bool
 	act                     string
+	actParam                float64 // FATReLU's threshold (hidden_act_param)
 	bos, eos                int // -1: not given, take the tokenizer's
 	slidingWindow           int // 0: none
 	nExpert, nExpertUsed    int // Mixtral; 0: a dense FFN
@@ -204,6 +205,11 @@ func readLlama(c *config, hp *hparams) error {
 	}
 	if hp.act == "" {
 		return c.errf("hidden_act", "is empty")
+	}
+	if hp.act == "fatrelu" {
+		if hp.actParam, err = c.float("hidden_act_param", 0, false); err != nil {
+			return err
+		}
 	}
 	for _, b := range []string{"attention_bias", "mlp_bias"} {
 		if on, err := c.boolean(b, false); err != nil {

@@ -116,6 +116,7 @@ func setMetadata(w *gguf.Writer, dir string, hp *hparams, v tokenizer.Vocab, fty
 	kv = append(kv, hp.fam.meta(hp)...)
 	kv = append(kv, []keyValue{
 		{"pinfer.ffn_activation", hp.act},
+		{"pinfer.ffn_threshold", float32(hp.actParam)},
 		{"tokenizer.ggml.model", "llama"},
 		{"tokenizer.ggml.tokens", v.Tokens},
 		{"tokenizer.ggml.scores", v.Scores},

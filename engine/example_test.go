@@ -124,6 +124,7 @@ type refLlama struct {
 	d, nLayer, nHead, nKV, hd int
 	eps, theta                float64
 	embd, lmHead              string
+	act                       func(g, u float64) float64 // the FFN's act(gate)·up; default GELU
 }
 
 func newRefLlama(t *testing.T, dir string, cfg map[string]any) *refLlama {
@@ -218,6 +219,10 @@ func (r *refLlama) forward(ids []int) [][]float64 {
 			h := r.rms(p("post_attention_layernorm"), xs[t])
 			g, u := r.mat(p("mlp.gate_proj"), h), r.mat(p("mlp.up_proj"), h)
 			for i, v := range g {
+				if r.act != nil {
+					g[i] = r.act(v, u[i])
+					continue
+				}
 				g[i] = 0.5 * v * (1 + math.Tanh(math.Sqrt(2/math.Pi)*(v+0.044715*v*v*v))) * u[i]
 			}
 			for i, v := range r.mat(p("mlp.down_proj"), g) {
@@ -271,4 +276,58 @@ func readSafetensors64(t *testing.T, path string) map[string][]float64 {
 		out[name] = v
 	}
 	return out
+}
+
+// ProSparse's FATReLU and Bamboo's dReLU run through the ReLU graph with the
+// activation (and FATReLU's threshold) read from the converted file; their
+// logits match a float64 forward pass of the checkpoint, dense and with the
+// oracle predictor.
+func TestFATReLUAndDReLU(t *testing.T) {
+	const thr = 0.02
+	cases := []struct {
+		act  string
+		edit func(map[string]any)
+		f    func(g, u float64) float64
+	}{
+		{"fatrelu", func(c map[string]any) { c["hidden_act"], c["hidden_act_param"] = "fatrelu", thr },
+			func(g, u float64) float64 {
+				if g <= thr {
+					return 0
+				}
+				return g * u
+			}},
+		{"drelu", func(c map[string]any) { c["hidden_act"] = "drelu" },
+			func(g, u float64) float64 { return math.Max(g, 0) * math.Max(u, 0) }},
+	}
+	for _, c := range cases {
+		t.Run(c.act, func(t *testing.T) {
+			dir := t.TempDir()
+			hf, cfg := copyFixture(t, "llama-relu", dir, c.edit)
+			model := filepath.Join(dir, "m.gguf")
+			require.NoError(t, convert.Convert(hf, model, convert.Options{Type: ops.F32, Logf: t.Logf}))
+			m, err := Load(model, "")
+			require.NoError(t, err)
+			defer m.Close()
+			require.Equal(t, "relu-llama", m.Spec.Name)
+			ref := newRefLlama(t, hf, cfg)
+			ref.act = c.f
+			ids := []int{1, 17, 230, 5, 99, 42}
+			want := ref.forward(ids)
+			oracle, err := m.Predictor("oracle")
+			require.NoError(t, err)
+			for _, pred := range []string{"dense", "oracle"} {
+				s := m.NewSession(64, nil)
+				if pred == "oracle" {
+					s.SetPredictor(oracle)
+				}
+				logits, err := s.Forward(ids, true)
+				require.NoError(t, err)
+				for pos := range ids {
+					for i, w := range want[pos] {
+						require.InDelta(t, w, float64(logits.Row(pos)[i]), 1e-3, "%s %s position %d id %d", c.act, pred, pos, i)
+					}
+				}
+			}
+		})
+	}
 }

@@ -420,6 +420,15 @@ func (b *binder) bindAttrs(fn flatNode, op *ops.Op, n *Node) error {
 }
 
 func (b *binder) attrValue(a ops.AttrSpec, raw any) (any, error) {
+	// A string names a parameter for number and boolean attributes, and may
+	// for string ones (act = "act" reads the activation from the file).
+	if name, ok := raw.(string); ok && a.Kind == ops.String {
+		if pv, found := b.params[name]; found {
+			if _, isStr := pv.(string); isStr {
+				raw = pv
+			}
+		}
+	}
 	v := raw
 	if name, ok := raw.(string); ok && a.Kind != ops.String {
 		pv, found := b.params[name]
