@@ -21,10 +21,10 @@ type hparams struct {
 	tied                    bool
 	act                     string
 	actParam                float64 // FATReLU's threshold (hidden_act_param)
-	bos, eos                int // -1: not given, take the tokenizer's
-	slidingWindow           int // 0: none
-	nExpert, nExpertUsed    int // Mixtral; 0: a dense FFN
-	falconNorms             int // Falcon: 2 when attention and FFN have their own LayerNorm
+	bos, eos                int     // -1: not given, take the tokenizer's
+	slidingWindow           int     // 0: none
+	nExpert, nExpertUsed    int     // Mixtral; 0: a dense FFN
+	falconNorms             int     // Falcon: 2 when attention and FFN have their own LayerNorm
 }
 
 // config reads config.json keeping each raw field, so a field that is
