@@ -22,7 +22,12 @@ type Options struct {
 	Gen     int // tokens of the decode test (0: skip)
 	Reps    int // repetitions of each test
 	Threads int
-	Modes   []string // "dense", "sparse", or a predictor name
+	Modes   []string // "dense", "sparse", "split", "hybrid", or a predictor name
+	// Device puts a mode's weights on the GPU before it is measured and
+	// takes them off after (release); it says what it placed. split (the
+	// llama.cpp layer split, run dense) and hybrid (hot neurons on the GPU,
+	// the file's predictor) need it; other modes run on the CPU.
+	Device func(mode string) (placed string, release func(), err error)
 }
 
 // Result is one line of the table.
@@ -37,6 +42,7 @@ type Result struct {
 	BytesPerToken float64   `json:"bytes_per_token,omitempty"` // weights read per decoded token
 	GBPerSec      float64   `json:"gb_per_s,omitempty"`        // implied by the median
 	ActiveFrac    float64   `json:"active_fraction,omitempty"` // mean over layers
+	Placed        string    `json:"gpu,omitempty"`             // what the mode put on the GPU
 }
 
 // Report is the whole run.
@@ -66,36 +72,55 @@ func Run(m *engine.Model, o Options) (*Report, error) {
 	for _, mode := range o.Modes {
 		name := mode
 		switch mode {
-		case "dense":
+		case "dense", "split":
 			name = "dense"
-		case "sparse":
+		case "sparse", "hybrid":
 			name = ""
 		}
 		pred, err := m.Predictor(name)
 		if err != nil {
 			return nil, fmt.Errorf("mode %s: %v", mode, err)
 		}
-		if mode == "sparse" && pred.Name() == "dense" {
-			return nil, fmt.Errorf("mode sparse: %s carries no predictor (fc1/fc2): train one with 'pinfer predictor train', or name one, e.g. --mode dense,oracle", m.File.Path)
+		if (mode == "sparse" || mode == "hybrid") && pred.Name() == "dense" {
+			return nil, fmt.Errorf("mode %s: %s carries no predictor (fc1/fc2): train one with 'pinfer predictor train', or name one, e.g. --mode dense,oracle", mode, m.File.Path)
 		}
-		if o.Prompt > 0 {
-			r, err := measure(m, pool, pred, o.Prompt, 0, o.Reps)
-			if err != nil {
-				return nil, err
-			}
-			r.Mode, r.Test = mode, fmt.Sprintf("pp%d", o.Prompt)
-			rep.Results = append(rep.Results, *r)
+		if (mode == "split" || mode == "hybrid") && o.Device == nil {
+			return nil, fmt.Errorf("mode %s needs a GPU: give --vram-budget (in a CUDA build)", mode)
 		}
-		if o.Gen > 0 {
-			r, err := measure(m, pool, pred, 1, o.Gen, o.Reps)
-			if err != nil {
-				return nil, err
+		placed, release := "", func() {}
+		if o.Device != nil {
+			if placed, release, err = o.Device(mode); err != nil {
+				return nil, fmt.Errorf("mode %s: %v", mode, err)
 			}
-			r.Mode, r.Test = mode, fmt.Sprintf("tg%d", o.Gen)
-			rep.Results = append(rep.Results, *r)
+		}
+		err = runMode(rep, m, pool, pred, mode, placed, o)
+		release()
+		if err != nil {
+			return nil, err
 		}
 	}
 	return rep, nil
+}
+
+// runMode measures one mode's prefill and decode tests into rep.
+func runMode(rep *Report, m *engine.Model, pool *ops.Pool, pred predictors.Predictor, mode, placed string, o Options) error {
+	if o.Prompt > 0 {
+		r, err := measure(m, pool, pred, o.Prompt, 0, o.Reps)
+		if err != nil {
+			return err
+		}
+		r.Mode, r.Test, r.Placed = mode, fmt.Sprintf("pp%d", o.Prompt), placed
+		rep.Results = append(rep.Results, *r)
+	}
+	if o.Gen > 0 {
+		r, err := measure(m, pool, pred, 1, o.Gen, o.Reps)
+		if err != nil {
+			return err
+		}
+		r.Mode, r.Test, r.Placed = mode, fmt.Sprintf("tg%d", o.Gen), placed
+		rep.Results = append(rep.Results, *r)
+	}
+	return nil
 }
 
 // measure runs a prompt of p tokens then g decode steps, reps times (after

@@ -13,6 +13,6 @@ if [ "${REGEN:-0}" = 1 ]; then
 fi
 mkdir -p build/cuda
 go vet -tags cuda ./ops/cuda/
-go test -c -tags cuda -o build/cuda/ops_cuda.test ./ops/cuda
+go test -c -tags cuda -ldflags="-s -w" -o build/cuda/ops_cuda.test ./ops/cuda
 go build -tags cuda -ldflags="-s -w" -o build/cuda/pinfer ./cmd/pinfer
 ls -l build/cuda

@@ -14,6 +14,7 @@ import (
 
 func benchCmd() *cobra.Command {
 	var mf modelFlags
+	var g gpuFlags
 	var o bench.Options
 	var modes, format string
 	c := &cobra.Command{
@@ -31,6 +32,9 @@ func benchCmd() *cobra.Command {
 				return err
 			}
 			defer m.Close()
+			if g.budget > 0 {
+				o.Device = benchGPU(m, &mf, &g)
+			}
 			rep, err := bench.Run(m, o)
 			if err != nil {
 				return err
@@ -45,11 +49,12 @@ func benchCmd() *cobra.Command {
 		},
 	}
 	mf.add(c)
+	g.add(c)
 	fl := c.Flags()
 	fl.IntVarP(&o.Prompt, "n-prompt", "p", 64, "prompt tokens of the prefill test (0: skip)")
 	fl.IntVarP(&o.Gen, "n-gen", "n", 16, "tokens of the decode test (0: skip)")
 	fl.IntVarP(&o.Reps, "repetitions", "r", 5, "repetitions of each test")
-	fl.StringVar(&modes, "mode", "dense,sparse", "comma-separated: dense, sparse (the file's predictor), or a predictor name")
+	fl.StringVar(&modes, "mode", "dense,sparse", "comma-separated: dense, sparse (the file's predictor), split (llama.cpp's -ngl layer split on the GPU, dense), hybrid (hot neurons on the GPU, the file's predictor), or a predictor name")
 	fl.StringVarP(&format, "output", "o", "md", "md or json")
 	return c
 }
@@ -59,31 +64,37 @@ func printTable(m *engine.Model, r *bench.Report) {
 	fmt.Printf("| --- | ---: | ---: | --- | ---: | --- | --- | ---: | ---: | ---: | ---: |\n")
 	name := filepath.Base(r.Model)
 	for _, x := range r.Results {
-		bpt, gbs := "", ""
+		bpt, gbs, backend := "", "", r.Backend
 		if x.BytesPerToken > 0 {
 			bpt = fmt.Sprintf("%.2f GB", x.BytesPerToken/1e9)
 			gbs = fmt.Sprintf("%.1f (%.0f%%)", x.GBPerSec, 100*x.GBPerSec/r.StreamGBps)
+		}
+		if x.Placed != "" {
+			// Part of the reads come from GPU memory: the CPU's streaming
+			// read is no ceiling for them.
+			backend += " + CUDA"
+			gbs = fmt.Sprintf("%.1f", x.GBPerSec)
 		}
 		mode := x.Mode
 		if x.Predictor != x.Mode {
 			mode += " (" + x.Predictor + ")"
 		}
 		fmt.Printf("| %s | %.2f GiB | %.2f B | %s | %d | %s | %s | %.2f ± %.2f | %.2f | %s | %s |\n",
-			name, float64(r.SizeBytes)/(1<<30), float64(r.Params)/1e9, r.Backend, r.Threads, mode, x.Test, x.Mean, x.SD, x.Median, bpt, gbs)
+			name, float64(r.SizeBytes)/(1<<30), float64(r.Params)/1e9, backend, r.Threads, mode, x.Test, x.Mean, x.SD, x.Median, bpt, gbs)
 	}
 	fmt.Printf("\nstreaming read, measured now: %.1f GB/s (GB/s columns are decode's weight reads; %% of that)\n", r.StreamGBps)
-	var dense, sparse float64
+	tg := map[string]float64{}
 	for _, x := range r.Results {
 		if strings.HasPrefix(x.Test, "tg") {
-			switch x.Mode {
-			case "dense":
-				dense = x.Median
-			case "sparse":
-				sparse = x.Median
-			}
+			tg[x.Mode] = x.Median
+		}
+		if x.Placed != "" && strings.HasPrefix(x.Test, "tg") {
+			fmt.Printf("%s: %s\n", x.Mode, x.Placed)
 		}
 	}
-	if dense > 0 && sparse > 0 {
-		fmt.Printf("sparse / dense decode (medians): %.2fx\n", sparse/dense)
+	for _, q := range [][2]string{{"sparse", "dense"}, {"hybrid", "split"}, {"hybrid", "sparse"}} {
+		if tg[q[0]] > 0 && tg[q[1]] > 0 {
+			fmt.Printf("%s / %s decode (medians): %.2fx\n", q[0], q[1], tg[q[0]]/tg[q[1]])
+		}
 	}
 }

@@ -68,6 +68,7 @@ func (f *modelFlags) loadPredicted() (*engine.Model, predictors.Predictor, error
 
 func runCmd() *cobra.Command {
 	var mf modelFlags
+	var g gpuFlags
 	var prompt, file, promptIDs string
 	var n, nctx, topLogits int
 	var asJSON bool
@@ -97,6 +98,11 @@ func runCmd() *cobra.Command {
 				return err
 			}
 			defer m.Close()
+			release, err := attachGPU(m, &mf, &g)
+			if err != nil {
+				return err
+			}
+			defer release()
 			opt := engine.Options{Prompt: prompt, N: n, Ctx: nctx, Threads: mf.threads, Sample: sp, TopLogits: topLogits, Predictor: pred, PromptIDs: ids}
 			if !asJSON {
 				if ids != nil {
@@ -122,6 +128,7 @@ func runCmd() *cobra.Command {
 		},
 	}
 	mf.add(c)
+	g.add(c)
 	fl := c.Flags()
 	fl.StringVarP(&prompt, "prompt", "p", "", "prompt text")
 	fl.StringVarP(&file, "file", "f", "", "read the prompt from a file")

@@ -22,6 +22,7 @@ func serveCmd() *cobra.Command {
 	rewriteParallelFlag()
 	var mf modelFlags
 	var cfg server.Config
+	var g gpuFlags
 	var host string
 	var port int
 	var grace time.Duration
@@ -35,6 +36,11 @@ func serveCmd() *cobra.Command {
 				return err
 			}
 			defer m.Close()
+			release, err := attachGPU(m, &mf, &g)
+			if err != nil {
+				return err
+			}
+			defer release()
 			cfg.Threads = mf.threads
 			// The same predictor as run's, on the runner all slots share.
 			cfg.Prepare = func(r *graph.Runner) error { r.Predictor = pred; return nil }
@@ -81,6 +87,7 @@ func serveCmd() *cobra.Command {
 		},
 	}
 	mf.add(c)
+	g.add(c)
 	fl := c.Flags()
 	fl.StringVar(&host, "host", "127.0.0.1", "address to listen on")
 	fl.IntVar(&port, "port", 8080, "port to listen on (0: any free port, printed at start)")

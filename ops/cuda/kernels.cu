@@ -477,3 +477,27 @@ extern "C" __global__ void copy16(uint4 *dst, const uint4 *src, i64 n) {
     for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x)
         dst[i] = __ldcs(src + i);
 }
+
+// The activation of the hot neurons between the gate/up gathers and the down
+// axpy, in place over g: g[k] = act(g[k] + bias[idx[k]], u[k]) · u[k], as
+// ops.FFNActivation computes it (u is 1 when null). act: 0 relu, 1 fatrelu,
+// 2 drelu, 3 silu, 4 gelu (tanh form).
+extern "C" __global__ void ffn_act(float *g, const float *u, const float *bias, const int *idx, i64 n,
+                                   i64 act, double thr) {
+    i64 k = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (k >= n) return;
+    float gv = g[k], uv = u ? u[k] : 1.f;
+    if (bias) gv += bias[idx ? idx[k] : k];
+    switch (act) {
+    case 0: gv = gv <= 0.f ? 0.f : gv; break;
+    case 1: gv = gv <= (float)thr ? 0.f : gv; break;
+    case 2: gv = (gv <= 0.f || uv <= 0.f) ? 0.f : gv; break;
+    case 3: gv = gv / (1.f + (float)exp(-(double)gv)); break;
+    case 4: {
+        double f = gv;
+        gv = (float)(0.5 * f * (1.0 + tanh(0.7978845608028654 * (f + 0.044715 * f * f * f))));
+        break;
+    }
+    }
+    g[k] = gv * uv;
+}

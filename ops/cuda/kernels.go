@@ -13,7 +13,7 @@ var kernelNames = []string{
 	"gemv_f32", "gemv_f16", "gemv_q8_0", "gemv_q4_0",
 	"gemv_f32_g", "gemv_f16_g", "gemv_q8_0_g", "gemv_q4_0_g",
 	"axpy_f32", "axpy_f16", "axpy_q8_0", "axpy_q4_0",
-	"rms_norm", "rope", "kv_store", "attention", "copy16",
+	"rms_norm", "rope", "kv_store", "attention", "copy16", "ffn_act",
 }
 
 const (
@@ -304,4 +304,32 @@ func (d *Device) CopyKernel(dst, src *Buffer, n int64) error {
 		return fmt.Errorf("cuda: kernel copy of %d bytes between buffers of %d and %d", n, src.Bytes, dst.Bytes)
 	}
 	return d.launch("copy16", 8*d.SMs, 1, 512, ptr(dst), ptr(src), i64(int(n/16)))
+}
+
+// FFNAct queues g[k] = act(g[k] + bias[idx[k]], u[k]) · u[k] for k < n, the
+// activation ops.FFNActivation computes; u and bias may be nil, and bias is
+// indexed by the rows idx names (by k when idx is nil).
+func (d *Device) FFNAct(g, u, bias, idx *Buffer, n int, act string, threshold float32) error {
+	code, ok := actCodes[act]
+	if !ok {
+		return fmt.Errorf("cuda: FFN activation %q has no kernel", act)
+	}
+	if err := need(g, 4*int64(n), "activation"); err != nil {
+		return err
+	}
+	if u != nil {
+		if err := need(u, 4*int64(n), "activation up"); err != nil {
+			return err
+		}
+	}
+	return d.launch("ffn_act", (n+255)/256, 1, 256, ptr(g), ptr(u), ptr(bias), ptr(idx), i64(n), i64(code), f64(float64(threshold)))
+}
+
+// View is the part of b from off bytes on, n bytes long: kernels take
+// buffers, and one upload may carry several tokens' vectors.
+func (b *Buffer) View(off, n int64) *Buffer {
+	if off < 0 || n < 0 || off+n > b.Bytes {
+		panic(fmt.Sprintf("cuda: view of %d bytes at %d of a %d-byte buffer", n, off, b.Bytes))
+	}
+	return &Buffer{Ptr: b.Off(off), Bytes: n}
 }

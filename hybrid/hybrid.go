@@ -1,0 +1,160 @@
+// Package hybrid decides what a GPU backend holds for a loaded model: it
+// maps a placement plan (or a .gpuidx side file) onto the program's weight
+// matrices, makes and caches the index when none is given, and makes the
+// llama.cpp -ngl layer split that the hybrid placement is measured against.
+// It is pure Go; the backend that uploads the result is ops/cuda's, behind
+// the cuda build tag.
+package hybrid
+
+import (
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/pinfer/pinfer/graph"
+	"github.com/pinfer/pinfer/ops"
+	"github.com/pinfer/pinfer/ops/cuda"
+	"github.com/pinfer/pinfer/placement"
+)
+
+var blkName = regexp.MustCompile(`^blk\.(\d+)\.(.*)$`)
+
+// part names the placement part a matrix read by ops.MatMul belongs to, as
+// placement.FromGGUF groups tensors; "" for a layer's FFN, which placement
+// splits by neuron.
+func part(op, name string) string {
+	if op == "output" {
+		return "output" // output.weight, or token_embd.weight when tied
+	}
+	m := blkName.FindStringSubmatch(name)
+	if m == nil {
+		if name == "output.weight" {
+			return "output"
+		}
+		return "embd"
+	}
+	switch rest := m[2]; {
+	case strings.HasPrefix(rest, "attn_"):
+		return "blk." + m[1] + ".attn"
+	case strings.HasPrefix(rest, "fc1.") || strings.HasPrefix(rest, "fc2."):
+		return "blk." + m[1] + ".pred"
+	case strings.HasPrefix(rest, "ffn_") && !strings.HasPrefix(rest, "ffn_norm"):
+		return ""
+	}
+	return "blk." + m[1] + ".rest"
+}
+
+// Resident maps plan onto p's matrices: the dense parts it names, for the
+// matmul and output nodes and the predictors' fc1/fc2, and for every
+// sparse_ffn node its layer's GPU neurons. Sparse nodes of other ops
+// (mixtures of experts) stay on the CPU.
+func Resident(p *graph.Program, plan *placement.Plan) (*cuda.Residency, error) {
+	onGPU := map[string]bool{}
+	for _, d := range plan.Dense {
+		onGPU[d] = true
+	}
+	hot := map[int]placement.LayerPlan{}
+	for _, l := range plan.Layers {
+		hot[l.Index] = l
+	}
+	r := &cuda.Residency{}
+	seen := map[*ops.Matrix]bool{}
+	dense := func(m *ops.Matrix) {
+		if !seen[m] {
+			seen[m] = true
+			r.Dense = append(r.Dense, m)
+		}
+	}
+	for _, n := range p.Nodes {
+		switch {
+		case n.Op.Name == "matmul" || n.Op.Name == "output":
+			if w := n.W[0]; w != nil && w.M != nil && onGPU[part(n.Op.Name, w.Name)] {
+				dense(w.M)
+			}
+		case n.Op.Name == "sparse_ffn" && len(n.Layers) == 1:
+			l := n.Layers[0]
+			if onGPU["blk."+strconv.Itoa(l.Index)+".pred"] && l.FC1 != nil && l.FC2 != nil {
+				dense(l.FC1)
+				dense(l.FC2)
+			}
+			lp, ok := hot[l.Index]
+			if !ok || len(lp.GPU) == 0 {
+				continue
+			}
+			if lp.NFF != l.NFF {
+				return nil, fmt.Errorf("%s: the GPU index gives layer %d %d neurons, the model %d", n.Where, l.Index, lp.NFF, l.NFF)
+			}
+			down := slot(n, "down")
+			if down == nil {
+				return nil, fmt.Errorf("%s: sparse_ffn has no down matrix", n.Where)
+			}
+			r.FFNs = append(r.FFNs, cuda.HotFFN{Gate: l.Gate, Up: l.Up, Down: down, GateBias: l.GateBias,
+				Act: l.Act, Threshold: l.Threshold, Hot: lp.GPU})
+		}
+	}
+	return r, r.Check()
+}
+
+func slot(n *graph.Node, name string) *ops.Matrix {
+	for i, s := range n.Op.Weights {
+		if s.Name == name && i < len(n.W) && n.W[i] != nil {
+			return n.W[i].M
+		}
+	}
+	return nil
+}
+
+// Split is llama.cpp's -ngl placement: whole layers, the attention with
+// the full FFN, from the last layer down while they fit, then the output
+// once every layer is on the GPU. Predictors stay on the CPU: this mode
+// runs dense.
+func Split(m *placement.Model, budget uint64) *placement.Plan {
+	p := &placement.Plan{Budget: budget}
+	parts := map[int][]placement.Part{}
+	var output *placement.Part
+	for i, pt := range m.Parts {
+		switch {
+		case pt.Name == "output":
+			output = &m.Parts[i]
+		case pt.Layer >= 0 && !strings.HasSuffix(pt.Name, ".pred"):
+			parts[pt.Layer] = append(parts[pt.Layer], pt)
+		}
+	}
+	all := true
+	for i := len(m.Layers) - 1; i >= 0; i-- {
+		l := m.Layers[i]
+		bytes := l.NeuronBytes * uint64(len(l.Rates))
+		for _, pt := range parts[l.Index] {
+			bytes += pt.Bytes
+		}
+		if p.Used+bytes > budget {
+			all = false
+			break
+		}
+		p.Used += bytes
+		for _, pt := range parts[l.Index] {
+			p.Dense = append(p.Dense, pt.Name)
+		}
+		ids := make([]int32, len(l.Rates))
+		for k := range ids {
+			ids[k] = int32(k)
+		}
+		p.Layers = append(p.Layers, placement.LayerPlan{Index: l.Index, NFF: len(l.Rates), GPU: ids})
+	}
+	if all && output != nil && p.Used+output.Bytes <= budget {
+		p.Used += output.Bytes
+		p.Dense = append(p.Dense, output.Name)
+	}
+	return p
+}
+
+// FromIndex turns a .gpuidx's content back into a plan. An index that
+// PowerInfer wrote names no dense parts: only its neurons go to the GPU.
+func FromIndex(ix *placement.Index) *placement.Plan {
+	p := &placement.Plan{Budget: ix.VRAMCapacity, Dense: append([]string{}, ix.Dense...)}
+	for _, l := range ix.Layers {
+		p.Layers = append(p.Layers, placement.LayerPlan{Index: l.Index, NFF: l.NFF, GPU: append([]int32{}, l.Bucket...)})
+	}
+	return p
+}

@@ -1,0 +1,226 @@
+package hybrid
+
+import (
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/pinfer/pinfer/engine"
+	"github.com/pinfer/pinfer/ops"
+	"github.com/pinfer/pinfer/placement"
+	"github.com/pinfer/pinfer/predictors"
+	"github.com/stretchr/testify/require"
+)
+
+// sharedModels finds ../shared/models by walking up from the package.
+func sharedModels(t *testing.T) string {
+	dir, err := os.Getwd()
+	require.NoError(t, err)
+	for {
+		p := filepath.Join(dir, "shared", "models")
+		if st, err := os.Stat(p); err == nil && st.IsDir() {
+			return p
+		}
+		up := filepath.Dir(dir)
+		if up == dir {
+			t.Fatal("shared/models not found above the working directory")
+		}
+		dir = up
+	}
+}
+
+// shakespeare loads a private copy of the built-in model (6 layers, d=256,
+// n_ff=1024, f16), so that indexes cached beside it land in a temp dir.
+func shakespeare(t *testing.T) *engine.Model {
+	path := filepath.Join(t.TempDir(), "shakespeare.gguf")
+	in, err := os.Open("../models/shakespeare-relu-6m-f16.gguf")
+	require.NoError(t, err)
+	defer in.Close()
+	out, err := os.Create(path)
+	require.NoError(t, err)
+	_, err = io.Copy(out, in)
+	require.NoError(t, err)
+	require.NoError(t, out.Close())
+	m, err := engine.Load(path, "")
+	require.NoError(t, err)
+	t.Cleanup(func() { m.Close() })
+	return m
+}
+
+// tensorBytes sums the sizes of the file's tensors whose names pass keep.
+func tensorBytes(m *engine.Model, keep func(string) bool) uint64 {
+	var n uint64
+	for _, t := range m.File.Tensors {
+		if keep(t.Name) {
+			n += t.Size
+		}
+	}
+	return n
+}
+
+func TestSplitTakesLastLayersThenOutput(t *testing.T) {
+	m := shakespeare(t)
+	layer := func(i int) uint64 { // attention, norms and the whole FFN of block i
+		return tensorBytes(m, func(s string) bool { return strings.HasPrefix(s, "blk."+string(rune('0'+i))+".") })
+	}
+	two := layer(5) + layer(4)
+	p, err := SplitPlan(m, two+layer(3)-1)
+	require.NoError(t, err)
+	require.Equal(t, two, p.Used)
+	require.ElementsMatch(t, []string{"blk.5.attn", "blk.5.rest", "blk.4.attn", "blk.4.rest"}, p.Dense)
+	require.Len(t, p.Layers, 2)
+	for _, l := range p.Layers {
+		require.Len(t, l.GPU, 1024)
+	}
+	var total uint64
+	for _, ts := range m.File.Tensors {
+		total += ts.Size
+	}
+	p, err = SplitPlan(m, total)
+	require.NoError(t, err)
+	require.Contains(t, p.Dense, "output")
+	require.Len(t, p.Layers, 6)
+}
+
+func TestResidentMapsPartsToMatrices(t *testing.T) {
+	m := shakespeare(t)
+	plan := &placement.Plan{Dense: []string{"blk.0.attn", "output"}, Layers: []placement.LayerPlan{{Index: 1, NFF: 1024, GPU: []int32{3, 5}}}}
+	r, err := Resident(m.Prog, plan)
+	require.NoError(t, err)
+	var names []string
+	for _, n := range m.Prog.Nodes {
+		if (n.Op.Name == "matmul" || n.Op.Name == "output") && contains(r.Dense, n.W[0].M) {
+			names = append(names, n.W[0].Name)
+		}
+	}
+	require.ElementsMatch(t, []string{"blk.0.attn_q.weight", "blk.0.attn_k.weight", "blk.0.attn_v.weight", "blk.0.attn_output.weight", "output.weight"}, names)
+	require.Len(t, r.Dense, 5)
+	require.Len(t, r.FFNs, 1)
+	f := r.FFNs[0]
+	require.Same(t, m.Prog.Layers[1].Gate, f.Gate)
+	require.Equal(t, []int32{3, 5}, f.Hot)
+	require.Equal(t, "relu", f.Act)
+	require.Equal(t, 1024, f.Down.Rows)
+	require.Equal(t, 256, f.Down.Cols)
+
+	bad := &placement.Plan{Layers: []placement.LayerPlan{{Index: 1, NFF: 999, GPU: []int32{3}}}}
+	_, err = Resident(m.Prog, bad)
+	require.ErrorContains(t, err, "999")
+}
+
+func contains(ms []*ops.Matrix, m *ops.Matrix) bool {
+	for _, x := range ms {
+		if x == m {
+			return true
+		}
+	}
+	return false
+}
+
+// The index is made once, cached beside the model, reused for the same
+// budget, and made again on reset or for another budget.
+func TestPlanCachesIndex(t *testing.T) {
+	m := shakespeare(t)
+	stats := filepath.Join(sharedModels(t), "shakespeare-relu-6m", "activation_stats.json")
+	var log strings.Builder
+	o := Options{Budget: 4 << 20, Stats: stats, Log: &log}
+	p1, err := Plan(m, o)
+	require.NoError(t, err)
+	require.LessOrEqual(t, p1.Used, o.Budget)
+	require.FileExists(t, m.Path+".generated.gpuidx")
+	require.Contains(t, log.String(), "wrote")
+
+	log.Reset()
+	p2, err := Plan(m, o)
+	require.NoError(t, err)
+	require.Contains(t, log.String(), "gpu index: "+m.Path+".generated.gpuidx")
+	require.Equal(t, p1.Dense, p2.Dense)
+	for i := range p1.Layers {
+		require.Equal(t, p1.Layers[i].GPU, p2.Layers[i].GPU)
+	}
+
+	log.Reset()
+	o.Reset = true
+	_, err = Plan(m, o)
+	require.NoError(t, err)
+	require.Contains(t, log.String(), "wrote")
+
+	ix, err := placement.ReadIndex(m.Path + ".generated.gpuidx")
+	require.NoError(t, err)
+	require.Equal(t, o.Budget, ix.VRAMCapacity)
+	// Within a layer the most active neurons are the ones placed.
+	st, err := predictors.ReadStats(stats)
+	require.NoError(t, err)
+	placed := 0
+	for li, l := range ix.Layers {
+		gpu := map[int32]bool{}
+		for _, id := range l.Bucket {
+			gpu[id] = true
+		}
+		placed += len(l.Bucket)
+		lo, hi := float32(2), float32(-1)
+		for id, r := range st.Layers[li].Frequency {
+			if gpu[int32(id)] {
+				lo = min(lo, r)
+			} else {
+				hi = max(hi, r)
+			}
+		}
+		if len(l.Bucket) > 0 {
+			require.GreaterOrEqual(t, lo, hi, "layer %d", l.Index)
+		}
+	}
+	require.Greater(t, placed, 0)
+
+	log.Reset()
+	o.Disable, o.Reset = false, false
+	o.Budget = 2 << 20
+	_, err = Plan(m, o)
+	require.NoError(t, err)
+	require.Contains(t, log.String(), "wrote", "another budget makes a new index")
+}
+
+func TestDisableIndexPlacesNoNeurons(t *testing.T) {
+	m := shakespeare(t)
+	p, err := Plan(m, Options{Budget: 1 << 30, Disable: true})
+	require.NoError(t, err)
+	require.NoFileExists(t, m.Path+".generated.gpuidx")
+	require.Contains(t, p.Dense, "blk.0.attn")
+	require.Contains(t, p.Dense, "output")
+	for _, l := range p.Layers {
+		require.Empty(t, l.GPU)
+	}
+}
+
+func TestBudgetZeroPlacesNothing(t *testing.T) {
+	m := shakespeare(t)
+	p, err := Plan(m, Options{})
+	require.NoError(t, err)
+	r, err := Resident(m.Prog, p)
+	require.NoError(t, err)
+	require.Empty(t, r.Dense)
+	require.Empty(t, r.FFNs)
+	require.NoFileExists(t, m.Path+".generated.gpuidx")
+}
+
+// Without a profile the rates come from a short calibration run, in which a
+// ReLU model's neurons do not all fire alike.
+func TestPlanCalibratesWithoutStats(t *testing.T) {
+	m := shakespeare(t)
+	var log strings.Builder
+	p, err := Plan(m, Options{Budget: 4 << 20, Log: &log})
+	require.NoError(t, err)
+	require.Contains(t, log.String(), "calibration")
+	st, err := Calibrate(m, nil)
+	require.NoError(t, err)
+	require.Equal(t, CalibrationTokens, st.Tokens)
+	placed := 0
+	for i, l := range st.Layers {
+		require.Greater(t, l.MeanActiveFraction, 0.05, "layer %d", i)
+		require.Less(t, l.MeanActiveFraction, 0.6, "layer %d", i)
+		placed += len(p.Layers[i].GPU)
+	}
+	require.Greater(t, placed, 0)
+}
