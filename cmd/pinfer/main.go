@@ -16,7 +16,7 @@ func main() {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(runCmd(), tokenizeCmd(), convertCmd(), perplexityCmd(), genCmd(), serveCmd(), placeCmd(), benchCmd(), profileCmd())
+	root.AddCommand(runCmd(), tokenizeCmd(), convertCmd(), perplexityCmd(), genCmd(), serveCmd(), placeCmd(), benchCmd(), profileCmd(), predictorCmd())
 	if err := root.Execute(); err != nil {
 		// One line, whatever went wrong.
 		fmt.Fprintln(os.Stderr, "pinfer: "+strings.ReplaceAll(err.Error(), "\n", " "))

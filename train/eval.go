@@ -1,0 +1,157 @@
+package train
+
+import (
+	"fmt"
+	"io"
+	"math"
+
+	"github.com/pinfer/pinfer/engine"
+	"github.com/pinfer/pinfer/graph"
+	"github.com/pinfer/pinfer/ops"
+	"github.com/pinfer/pinfer/predictors"
+)
+
+// Eval is a predictor measured on a text against the real gate.
+type Eval struct {
+	Predictor string
+	Tokens    int      // positions scored for recall and precision
+	Layers    []Report // Rank and Cut are not filled in
+	Recall    float64  // mean over layers
+	DensePPL  float64
+	SparsePPL float64
+}
+
+// Evaluate runs tokens through the model with predictor p, in the windows of
+// nctx ScoreTokens uses, one token at a time, and compares at every sparse
+// FFN the neurons p chose with those whose real gate fires, computed from the
+// same hidden state. It then scores the same windows densely for the
+// perplexity the predictor costs.
+func Evaluate(m *engine.Model, p predictors.Predictor, tokens []int, nctx int, pool *ops.Pool, log io.Writer) (*Eval, error) {
+	type counts struct{ tp, fp, fn, n, nff float64 }
+	per := map[int]*counts{}
+	var gate []float32
+	fired := []bool{}
+	observe := func(l *predictors.Layer, in predictors.Input, active []int32) {
+		c := per[l.Index]
+		if c == nil {
+			c = &counts{nff: float64(l.NFF)}
+			per[l.Index] = c
+		}
+		gate = grow(gate, l.NFF)
+		// Not on the pool: the hook may run while the pool is busy.
+		ops.MatMul(nil, gate, l.Gate, in.Normed, 1)
+		fired = fired[:0]
+		nTrue := 0
+		for _, g := range gate {
+			f := predictors.Fires(l, g)
+			fired = append(fired, f)
+			if f {
+				nTrue++
+			}
+		}
+		hit := 0
+		if active == nil {
+			hit = nTrue
+			c.fp += float64(l.NFF - nTrue)
+		} else {
+			for _, i := range active {
+				if fired[i] {
+					hit++
+				}
+			}
+			c.fp += float64(len(active) - hit)
+		}
+		c.tp += float64(hit)
+		c.fn += float64(nTrue - hit)
+		c.n++
+	}
+	sess := m.NewSession(nctx, pool)
+	sess.SetPredictor(p)
+	sess.Runner().Observe = observe
+	sparse, err := scoreStepwise(m, sess, tokens)
+	if err != nil {
+		return nil, err
+	}
+	dense, err := m.ScoreTokens(tokens, nctx, pool, log)
+	if err != nil {
+		return nil, err
+	}
+	e := &Eval{Predictor: "dense", DensePPL: dense.PPL, SparsePPL: sparse}
+	if p != nil {
+		e.Predictor = p.Name()
+	}
+	for _, l := range m.Prog.Layers {
+		c := per[l.Index]
+		if c == nil {
+			return nil, fmt.Errorf("layer %d never ran", l.Index)
+		}
+		tot := c.n * c.nff
+		r := Report{Layer: l.Index, Recall: c.tp / max(c.tp+c.fn, 1), Precision: c.tp / max(c.tp+c.fp, 1),
+			Predicted: (c.tp + c.fp) / tot, True: (c.tp + c.fn) / tot}
+		e.Layers = append(e.Layers, r)
+		e.Recall += r.Recall / float64(len(m.Prog.Layers))
+		e.Tokens = int(c.n)
+	}
+	return e, nil
+}
+
+// scoreStepwise is the perplexity ScoreTokens computes, with the same
+// windows and scored positions, but fed one token at a time: a batch of rows
+// runs the union of their neurons, which hides what each row's predictor
+// missed, while decoding runs each token on its own set.
+func scoreStepwise(m *engine.Model, sess *graph.Session, tokens []int) (float64, error) {
+	nctx := sess.NCtx()
+	if len(tokens) < 2*nctx {
+		return 0, fmt.Errorf("the text has %d tokens; perplexity with a context of %d needs at least %d", len(tokens), nctx, 2*nctx)
+	}
+	var nll float64
+	var n int
+	for start := 0; start+nctx <= len(tokens); start += nctx {
+		sess.Reset()
+		for j := range nctx - 1 {
+			tok := tokens[start+j]
+			if j == 0 && m.Tok.Vocab().AddBOS {
+				tok = m.Tok.BOS()
+			}
+			logits, err := sess.Forward([]int{tok}, false)
+			if err != nil {
+				return 0, err
+			}
+			if j >= nctx/2 {
+				nll -= logSoftmaxAt(logits.Data, tokens[start+j+1])
+				n++
+			}
+		}
+	}
+	return math.Exp(nll / float64(n)), nil
+}
+
+func logSoftmaxAt(logits []float32, id int) float64 {
+	mx := math.Inf(-1)
+	for _, l := range logits {
+		mx = math.Max(mx, float64(l))
+	}
+	var s float64
+	for _, l := range logits {
+		s += math.Exp(float64(l) - mx)
+	}
+	return float64(logits[id]) - mx - math.Log(s)
+}
+
+// Print writes the table the CLI shows.
+func (e *Eval) Print(w io.Writer) {
+	fmt.Fprintf(w, "predictor %s over %d positions\n", e.Predictor, e.Tokens)
+	fmt.Fprintf(w, "%5s  %7s  %9s  %9s  %6s  %6s\n", "layer", "recall", "precision", "predicted", "true", "ratio")
+	for _, r := range e.Layers {
+		fmt.Fprintf(w, "%5d  %7.4f  %9.4f  %8.2f%%  %5.2f%%  %5.2fx\n", r.Layer, r.Recall, r.Precision, 100*r.Predicted, 100*r.True, r.Predicted/max(r.True, 1e-12))
+	}
+	fmt.Fprintf(w, "mean recall %.4f\n", e.Recall)
+	fmt.Fprintf(w, "perplexity: dense %.4f, sparse %.4f (%+.2f%%)\n", e.DensePPL, e.SparsePPL, 100*(e.SparsePPL/e.DensePPL-1))
+}
+
+func grow(b []float32, n int) []float32 {
+	if cap(b) < n {
+		return make([]float32, n)
+	}
+	return b[:n]
+}
