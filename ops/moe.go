@@ -11,22 +11,32 @@ import (
 // and the output is the weighted sum of those experts' gated FFNs,
 // down(act(gate·x) * up·x). The expert weights are llama.cpp's stacked 3-D
 // tensors: gate and up {n_embd, n_ff, n_expert}, down {n_ff, n_embd,
-// n_expert}; the graph binds each as one matrix of all experts' rows.
+// n_expert}; the graph binds each as one matrix of all experts' rows. The
+// optional fc1 {n_embd, R, n_expert} and fc2 {R, n_ff, n_expert} are one
+// PowerInfer predictor per expert, stacked the same way with one rank R for
+// all (a smaller expert's rank is padded with zero units, which relu maps to
+// 0); pred_threshold is their score cut.
 func init() {
 	Register(&Op{Name: "moe",
-		Doc:     "mixture of experts: softmax router, top n_expert_used experts, each down(act(gate·x) * up·x), summed by router weight",
-		Inputs:  1,
-		Weights: []Slot{{Name: "router"}, {Name: "gate"}, {Name: "up"}, {Name: "down"}},
+		Doc:    "mixture of experts: softmax router, top n_expert_used experts, each down(act(gate·x) * up·x), summed by router weight",
+		Inputs: 1,
+		Weights: []Slot{{Name: "router"}, {Name: "gate"}, {Name: "up"}, {Name: "down"},
+			{Name: "fc1", Optional: true}, {Name: "fc2", Optional: true}},
 		Attrs: []AttrSpec{{Name: "n_expert_used", Kind: Int}, {Name: "act", Kind: String, Enum: []string{"relu", "silu", "gelu"}},
-			{Name: "norm_topk", Kind: Bool, Default: true}},
+			{Name: "norm_topk", Kind: Bool, Default: true}, {Name: "pred_threshold", Kind: Float, Default: 0.0}},
 		Shape:  moeShape,
 		Run:    moe,
 		Sparse: true,
 		FFNs: func(w []*Weight, a Attrs) []FFN {
 			nE, ff := w[0].M.Rows, w[1].Dims[1]
 			ffns := make([]FFN, nE)
+			fc1, fc2 := optSlot(w, 4), optSlot(w, 5)
 			for e := range ffns {
 				ffns[e] = FFN{Gate: expertRows(w[1].M, e, ff), Up: expertRows(w[2].M, e, ff), Act: a.Str("act")}
+				if fc1 != nil && fc2 != nil {
+					ffns[e].FC1, ffns[e].FC2 = expertRows(fc1.M, e, fc1.Dims[1]), expertRows(fc2.M, e, ff)
+					ffns[e].PredCut = float32(a.Float("pred_threshold"))
+				}
 			}
 			return ffns
 		},
@@ -55,7 +65,32 @@ func moeShape(s *ShapeArgs) (int, error) {
 	if k := s.A.Int("n_expert_used"); k < 1 || k > nE {
 		return 0, fmt.Errorf("n_expert_used %d: want 1 to the %d experts", k, nE)
 	}
-	return d, nil
+	return d, moePredictorShape(optSlot(s.W, 4), optSlot(s.W, 5), d, ff, nE)
+}
+
+// moePredictorShape checks the experts' stacked predictors, if any.
+func moePredictorShape(fc1, fc2 *Weight, d, ff, nE int) error {
+	if fc1 == nil && fc2 == nil {
+		return nil
+	}
+	if fc1 == nil || fc2 == nil {
+		return fmt.Errorf("the experts' predictor needs both fc1 and fc2")
+	}
+	if len(fc1.Dims) != 3 || fc1.M == nil || fc1.Dims[0] != d || fc1.Dims[1] < 1 || fc1.Dims[2] != nE {
+		return fmt.Errorf("fc1 %s has dims %v: want {%d, rank, %d}", fc1.Name, fc1.Dims, d, nE)
+	}
+	if r := fc1.Dims[1]; fc2.M == nil || !sameDims(fc2.Dims, []int{r, ff, nE}) {
+		return fmt.Errorf("fc2 %s has dims %v: want [%d %d %d]", fc2.Name, fc2.Dims, r, ff, nE)
+	}
+	return nil
+}
+
+// optSlot is weight i, nil when the slot is empty or not given at all.
+func optSlot(w []*Weight, i int) *Weight {
+	if i < len(w) {
+		return w[i]
+	}
+	return nil
 }
 
 func sameDims(a, b []int) bool {

@@ -116,3 +116,45 @@ func TestMoEShapeErrors(t *testing.T) {
 	_, err = runOp(t, "moe", Attrs{"n_expert_used": 2, "act": "relu"}, []*Weight{router, gw, uw, dw}, &Tensor{Rows: 1, Cols: 16, Data: make([]float32, 16)})
 	require.ErrorContains(t, err, "router blk.0.ffn_gate_inp.weight has dims [32 4]: want {16, n_expert}")
 }
+
+// The experts' stacked predictors: fc1 {d, R, n} and fc2 {R, ff, n} slice
+// into one FC1 (R rows of d) and FC2 (ff rows of R) per expert.
+func TestMoEPredictorSlots(t *testing.T) {
+	const d, ff, nE, R = 32, 8, 4, 6
+	r := rand.New(rand.NewPCG(3, 3))
+	rm, _ := randMatrix(t, r, F32, nE, d)
+	router := &Weight{Name: "router", Dims: []int{d, nE}, M: rm}
+	gw, _ := stacked(t, r, F32, "gate", d, ff, nE)
+	uw, _ := stacked(t, r, F32, "up", d, ff, nE)
+	dw, _ := stacked(t, r, F32, "down", ff, d, nE)
+	f1, fc1 := stacked(t, r, F32, "blk.0.ffn_fc1_exps.weight", d, R, nE)
+	f2, fc2 := stacked(t, r, F32, "blk.0.ffn_fc2_exps.weight", R, ff, nE)
+	op, _ := Lookup("moe")
+	a := Attrs{"n_expert_used": 2, "act": "relu", "norm_topk": true, "pred_threshold": 0.25}
+	shape := func(w ...*Weight) error {
+		_, err := op.Shape(&ShapeArgs{In: []int{d}, W: w, A: a})
+		return err
+	}
+	require.NoError(t, shape(router, gw, uw, dw, nil, nil))
+	require.NoError(t, shape(router, gw, uw, dw, f1, f2))
+	require.ErrorContains(t, shape(router, gw, uw, dw, f1, nil), "needs both fc1 and fc2")
+	require.ErrorContains(t, shape(router, gw, uw, dw, f2, f2), "fc1 blk.0.ffn_fc2_exps.weight has dims [6 8 4]: want {32, rank, 4}")
+	short, _ := stacked(t, r, F32, "blk.0.ffn_fc2_exps.weight", R-1, ff, nE)
+	require.ErrorContains(t, shape(router, gw, uw, dw, f1, short), "fc2 blk.0.ffn_fc2_exps.weight has dims [5 8 4]: want [6 8 4]")
+
+	ffns := op.FFNs([]*Weight{router, gw, uw, dw, f1, f2}, a)
+	require.Len(t, ffns, nE)
+	row := make([]float32, d)
+	for e, f := range ffns {
+		require.Equal(t, R, f.FC1.Rows)
+		require.Equal(t, d, f.FC1.Cols)
+		require.Equal(t, ff, f.FC2.Rows)
+		require.Equal(t, R, f.FC2.Cols)
+		require.Equal(t, float32(0.25), f.PredCut)
+		f.FC1.RowF32(R-1, row)
+		require.InDelta(t, fc1[e][R-1][d-1], float64(row[d-1]), 1e-6)
+		f.FC2.RowF32(ff-1, row[:R])
+		require.InDelta(t, fc2[e][ff-1][0], float64(row[0]), 1e-6)
+	}
+	require.Nil(t, op.FFNs([]*Weight{router, gw, uw, dw, nil, nil}, a)[0].FC1)
+}

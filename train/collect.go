@@ -17,11 +17,14 @@ import (
 // Data is what one layer's predictor learns from: per token, the predictor's
 // input and which neurons fired.
 type Data struct {
-	Layer  *predictors.Layer
-	N      int
-	X      []float32 // N rows of NEmbd: the residual before the FFN norm
-	Y      []uint64  // N rows of Words(): bit i is set when neuron i fired
-	Normed []float32 // N rows of NEmbd: the FFN's own input, for the linear start
+	Layer *predictors.Layer
+	// Experts is how many FFNs the layer's mixture of experts has (Layer is
+	// expert Layer.Expert of them); 0 for a plain FFN.
+	Experts int
+	N       int
+	X       []float32 // N rows of NEmbd: the residual before the FFN norm
+	Y       []uint64  // N rows of Words(): bit i is set when neuron i fired
+	Normed  []float32 // N rows of NEmbd: the FFN's own input, for the linear start
 	// Mass holds, for each fired neuron of each sample in Y's order, how
 	// much it adds to the FFN's output: |activation|·|down row|. Missing a
 	// neuron costs in proportion to it, not to the count.
@@ -49,16 +52,18 @@ func Collect(m *engine.Model, tokens []int, nctx int, pool *ops.Pool, progress f
 	if len(m.Prog.Layers) == 0 {
 		return nil, fmt.Errorf("%s: the model has no sparse FFN layers", m.Path)
 	}
-	byIndex := map[int]*Data{}
+	// Keyed by the layer itself: the experts of a block share its index.
+	byLayer := map[*predictors.Layer]*Data{}
 	var out []*Data
 	norms := downNorms(m)
+	experts := mixtures(m)
 	for _, l := range m.Prog.Layers {
-		d := &Data{Layer: l, Off: []int{0}}
-		byIndex[l.Index] = d
+		d := &Data{Layer: l, Experts: experts[l], Off: []int{0}}
+		byLayer[l] = d
 		out = append(out, d)
 	}
 	observe := func(l *predictors.Layer, in predictors.Input, active []int32) {
-		d := byIndex[l.Index]
+		d := byLayer[l]
 		d.X = append(d.X, in.Resid...)
 		w := len(d.Y)
 		d.Y = append(d.Y, make([]uint64, d.Words())...)
@@ -88,12 +93,36 @@ func Collect(m *engine.Model, tokens []int, nctx int, pool *ops.Pool, progress f
 	return out, nil
 }
 
+// mixtures maps each expert of a mixture of experts to how many experts
+// its block has; plain FFNs are not in it.
+func mixtures(m *engine.Model) map[*predictors.Layer]int {
+	out := map[*predictors.Layer]int{}
+	for _, n := range m.Prog.Nodes {
+		if len(n.Layers) > 1 || n.Op.Name == "moe" {
+			for _, l := range n.Layers {
+				out[l] = len(n.Layers)
+			}
+		}
+	}
+	return out
+}
+
+// name is how messages and reports call d's layer.
+func (d *Data) name() string { return layerName(d.Layer, d.Experts) }
+
+func layerName(l *predictors.Layer, experts int) string {
+	if experts > 0 {
+		return fmt.Sprintf("layer %d expert %d", l.Index, l.Expert)
+	}
+	return fmt.Sprintf("layer %d", l.Index)
+}
+
 // Split returns the first part of d's samples and the rest, as views.
 func (d *Data) Split(frac float64) (*Data, *Data) {
 	k := int(float64(d.N) * frac)
 	e, w := d.Layer.NEmbd, d.Words()
-	a := &Data{Layer: d.Layer, N: k, X: d.X[:k*e], Normed: d.Normed[:k*e], Y: d.Y[:k*w], Mass: d.Mass, Off: d.Off[:k+1]}
-	b := &Data{Layer: d.Layer, N: d.N - k, X: d.X[k*e:], Normed: d.Normed[k*e:], Y: d.Y[k*w:], Mass: d.Mass, Off: d.Off[k:]}
+	a := &Data{Layer: d.Layer, Experts: d.Experts, N: k, X: d.X[:k*e], Normed: d.Normed[:k*e], Y: d.Y[:k*w], Mass: d.Mass, Off: d.Off[:k+1]}
+	b := &Data{Layer: d.Layer, Experts: d.Experts, N: d.N - k, X: d.X[k*e:], Normed: d.Normed[k*e:], Y: d.Y[k*w:], Mass: d.Mass, Off: d.Off[k:]}
 	return a, b
 }
 

@@ -24,22 +24,26 @@ type Eval struct {
 // Evaluate runs tokens through the model with predictor p, in the windows of
 // nctx ScoreTokens uses, one token at a time, and compares at every sparse
 // FFN the neurons p chose with those whose real gate fires, computed from the
-// same hidden state. It then scores the same windows densely for the
-// perplexity the predictor costs.
+// same hidden state. An expert the text never routed a token to is left
+// out of the layers and of the mean. It then scores the same windows
+// densely for the perplexity the predictor costs.
 func Evaluate(m *engine.Model, p predictors.Predictor, tokens []int, nctx int, pool *ops.Pool, log io.Writer) (*Eval, error) {
 	type counts struct{ tp, fp, fn, n, nff float64 }
-	per := map[int]*counts{}
+	per := map[*predictors.Layer]*counts{}
 	var gate []float32
 	fired := []bool{}
 	observe := func(l *predictors.Layer, in predictors.Input, active []int32) {
-		c := per[l.Index]
+		c := per[l]
 		if c == nil {
 			c = &counts{nff: float64(l.NFF)}
-			per[l.Index] = c
+			per[l] = c
 		}
 		gate = grow(gate, l.NFF)
 		// Not on the pool: the hook may run while the pool is busy.
 		ops.MatMul(nil, gate, l.Gate, in.Normed, 1)
+		if l.GateBias != nil {
+			ops.Axpy(gate, 1, l.GateBias)
+		}
 		fired = fired[:0]
 		nTrue := 0
 		for _, g := range gate {
@@ -80,18 +84,24 @@ func Evaluate(m *engine.Model, p predictors.Predictor, tokens []int, nctx int, p
 	if p != nil {
 		e.Predictor = p.Name()
 	}
+	experts := mixtures(m)
 	for _, l := range m.Prog.Layers {
-		c := per[l.Index]
+		c := per[l]
 		if c == nil {
+			if experts[l] > 0 {
+				continue
+			}
 			return nil, fmt.Errorf("layer %d never ran", l.Index)
 		}
 		tot := c.n * c.nff
-		r := Report{Layer: l.Index, Recall: c.tp / max(c.tp+c.fn, 1), Precision: c.tp / max(c.tp+c.fp, 1),
+		r := Report{Layer: l.Index, Expert: l.Expert, Experts: experts[l], Recall: c.tp / max(c.tp+c.fn, 1), Precision: c.tp / max(c.tp+c.fp, 1),
 			Predicted: (c.tp + c.fp) / tot, True: (c.tp + c.fn) / tot}
 		e.Layers = append(e.Layers, r)
-		e.Recall += r.Recall / float64(len(m.Prog.Layers))
-		e.Tokens = int(c.n)
+		e.Recall += r.Recall
+		// An expert sees only the tokens routed to it.
+		e.Tokens = max(e.Tokens, int(c.n))
 	}
+	e.Recall /= float64(max(len(e.Layers), 1))
 	return e, nil
 }
 
@@ -141,9 +151,9 @@ func logSoftmaxAt(logits []float32, id int) float64 {
 // Print writes the table the CLI shows.
 func (e *Eval) Print(w io.Writer) {
 	fmt.Fprintf(w, "predictor %s over %d positions\n", e.Predictor, e.Tokens)
-	fmt.Fprintf(w, "%5s  %7s  %9s  %9s  %6s  %6s\n", "layer", "recall", "precision", "predicted", "true", "ratio")
+	fmt.Fprintf(w, "%-9s  %7s  %9s  %9s  %6s  %6s\n", "layer", "recall", "precision", "predicted", "true", "ratio")
 	for _, r := range e.Layers {
-		fmt.Fprintf(w, "%5d  %7.4f  %9.4f  %8.2f%%  %5.2f%%  %5.2fx\n", r.Layer, r.Recall, r.Precision, 100*r.Predicted, 100*r.True, r.Predicted/max(r.True, 1e-12))
+		fmt.Fprintf(w, "%-9s  %7.4f  %9.4f  %8.2f%%  %5.2f%%  %5.2fx\n", r.Name(), r.Recall, r.Precision, 100*r.Predicted, 100*r.True, r.Predicted/max(r.True, 1e-12))
 	}
 	fmt.Fprintf(w, "mean recall %.4f\n", e.Recall)
 	fmt.Fprintf(w, "perplexity: dense %.4f, sparse %.4f (%+.2f%%)\n", e.DensePPL, e.SparsePPL, 100*(e.SparsePPL/e.DensePPL-1))

@@ -64,6 +64,9 @@ func Steps(data []*Data, o Options) int {
 	s := 0
 	for _, d := range data {
 		tr := int(float64(d.N) * (1 - o.Holdout))
+		if tooFew(d, o) {
+			continue
+		}
 		s += o.Epochs * ((tr + o.Batch - 1) / o.Batch)
 	}
 	return s
@@ -72,6 +75,9 @@ func Steps(data []*Data, o Options) int {
 // Report is one layer's predictor measured on the held-out split.
 type Report struct {
 	Layer     int
+	Expert    int     // expert index inside a mixture of experts, else 0
+	Experts   int     // the mixture's experts; 0 for a plain FFN
+	Dense     bool    // too few samples to fit: the predictor keeps every neuron (denseNet)
 	Rank      int     // fc1 rows
 	Cut       float64 // δ, the cut folded into fc2 (see fold)
 	Recall    float64 // fired neurons that were predicted
@@ -95,8 +101,15 @@ func Fit(data []*Data, o Options) ([]*Net, []Report, error) {
 	}
 	for _, d := range data {
 		trn, held := d.Split(1 - o.Holdout)
-		if held.N == 0 || trn.N == 0 {
-			return nil, nil, fmt.Errorf("layer %d: %d samples are too few to hold some out", d.Layer.Index, d.N)
+		if tooFew(d, o) {
+			// The text routed too few tokens to this expert to fit it; a
+			// plain layer sees every token, so there the text is too short.
+			if d.Experts == 0 {
+				return nil, nil, fmt.Errorf("%s: %d samples are too few to fit inputs of %d and hold some out", d.name(), d.N, d.Layer.NEmbd)
+			}
+			nets = append(nets, denseNet(d))
+			curves = append(curves, nil)
+			continue
 		}
 		pos := positives(trn)
 		active := pos / float64(trn.N) / float64(d.Layer.NFF)
@@ -105,7 +118,7 @@ func Fit(data []*Data, o Options) ([]*Net, []Report, error) {
 			rank = RankFor(d.Layer.NEmbd, active)
 		}
 		if rank < 4 || rank%2 != 0 {
-			return nil, nil, fmt.Errorf("rank %d: want an even number of at least 4 (2 directions per linear rank, and 2 scale units)", rank)
+			return nil, nil, fmt.Errorf("%s: rank %d: want an even number of at least 4 (2 directions per linear rank, and 2 scale units)", d.name(), rank)
 		}
 		net, err := linearStart(trn, (rank-2)/2, o.Pool)
 		if err != nil {
@@ -123,7 +136,7 @@ func Fit(data []*Data, o Options) ([]*Net, []Report, error) {
 			for i := range order {
 				order[i] = i
 			}
-			rng := uint64(d.Layer.Index + 1)
+			rng := uint64(d.Layer.Index+1)<<16 | uint64(d.Layer.Expert)
 			for range o.Epochs {
 				shuffle(order, &rng)
 				for lo := 0; lo < trn.N; lo += o.Batch {
@@ -147,6 +160,15 @@ func Fit(data []*Data, o Options) ([]*Net, []Report, error) {
 	cuts := allocate(curves, o.Kept)
 	var reps []Report
 	for k, d := range data {
+		if curves[k] == nil {
+			r := Report{Recall: 1, Mass: 1, Predicted: 1}
+			if d.N > 0 {
+				r = measure(nets[k], d, o.Pool)
+			}
+			r.Layer, r.Expert, r.Experts, r.Rank, r.Dense = d.Layer.Index, d.Layer.Expert, d.Experts, nets[k].Hidden, true
+			reps = append(reps, r)
+			continue
+		}
 		_, held := d.Split(1 - o.Holdout)
 		net, delta := nets[k], cuts[k]
 		base := append([]float32(nil), net.W2...)
@@ -157,10 +179,63 @@ func Fit(data []*Data, o Options) ([]*Net, []Report, error) {
 			delta = curves[k].lower(delta, step)
 			r = fold(net, base, delta, held, o.Pool)
 		}
-		r.Layer, r.Rank, r.Cut = d.Layer.Index, net.Hidden, delta
+		r.Layer, r.Expert, r.Experts, r.Rank, r.Cut = d.Layer.Index, d.Layer.Expert, d.Experts, net.Hidden, delta
 		reps = append(reps, r)
 	}
 	return nets, reps, nil
+}
+
+// tooFew reports whether d has too few samples for the linear start (at
+// least one per input dimension) after some are held out.
+func tooFew(d *Data, o Options) bool {
+	trn := int(float64(d.N) * (1 - o.Holdout))
+	return trn < d.Layer.NEmbd || trn == d.N
+}
+
+// denseNet predicts every neuron: its score, |u·x| with u the mean input's
+// direction, is above 0 off one hyperplane. It stands in for an expert the
+// text routed too few tokens to for a fit, so that the file still has a
+// predictor for every FFN and that expert runs dense.
+func denseNet(d *Data) *Net {
+	in, out := d.Layer.NEmbd, d.Layer.NFF
+	u := make([]float64, in)
+	for n := range d.N {
+		for i, v := range d.Row(n) {
+			u[i] += float64(v)
+		}
+	}
+	var norm float64
+	for _, v := range u {
+		norm += v * v
+	}
+	if norm == 0 {
+		for i := range u {
+			u[i] = 1
+		}
+		norm = float64(in)
+	}
+	n := &Net{In: in, Hidden: 2, Out: out, W1: make([]float32, 2*in), W2: make([]float32, 2*out), Spread: make([]float32, out)}
+	for i, v := range u {
+		n.W1[i] = float32(v / math.Sqrt(norm))
+		n.W1[in+i] = -n.W1[i]
+	}
+	for i := range n.W2 {
+		n.W2[i] = 1
+	}
+	for o := range n.Spread {
+		n.Spread[o] = 1
+	}
+	roundF16(n.W1)
+	return n
+}
+
+// Name is the layer as tables show it: "3", or "3/1" for expert 1 of
+// block 3.
+func (r Report) Name() string {
+	if r.Experts > 0 {
+		return fmt.Sprintf("%d/%d", r.Layer, r.Expert)
+	}
+	return fmt.Sprint(r.Layer)
 }
 
 func positives(d *Data) float64 {
@@ -298,7 +373,8 @@ func (c *curve) best(lambda float64) int {
 	return j
 }
 
-// allocate places the cuts of all layers at once: the fewest predicted
+// allocate places the cuts of all layers at once (a nil curve is a layer
+// without a cut, see denseNet): the fewest predicted
 // neurons, summed over layers, such that the activation mass they miss,
 // summed over layers, is at most 1-kept of all the fired mass. A missed
 // neuron costs its mass, not 1: what moves the logits is how much a miss
@@ -310,13 +386,17 @@ func (c *curve) best(lambda float64) int {
 func allocate(cs []*curve, kept float64) []float64 {
 	var total float64
 	for _, c := range cs {
-		total += c.total
+		if c != nil {
+			total += c.total
+		}
 	}
 	budget := (1 - kept) * total
 	missAt := func(lambda float64) float64 {
 		var m float64
 		for _, c := range cs {
-			m += c.miss[c.best(lambda)]
+			if c != nil {
+				m += c.miss[c.best(lambda)]
+			}
 		}
 		return m
 	}
@@ -331,7 +411,9 @@ func allocate(cs []*curve, kept float64) []float64 {
 	}
 	out := make([]float64, len(cs))
 	for k, c := range cs {
-		out[k] = c.delta[c.best(hi)]
+		if c != nil {
+			out[k] = c.delta[c.best(hi)]
+		}
 	}
 	return out
 }

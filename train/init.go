@@ -30,9 +30,9 @@ func linearStart(d *Data, k int, pool *ops.Pool) (*Net, error) {
 	l := d.Layer
 	in, out := l.NEmbd, l.NFF
 	if d.N < in {
-		return nil, fmt.Errorf("layer %d: %d samples are too few for inputs of %d", l.Index, d.N, in)
+		return nil, fmt.Errorf("%s: %d samples are too few for inputs of %d", d.name(), d.N, in)
 	}
-	c, nx, mean := moments(d, pool)
+	c, nx, mean, rx := moments(d, pool)
 	// A touch of ridge keeps the solve stable on directions x never takes.
 	var tr float64
 	for i := range in {
@@ -43,9 +43,10 @@ func linearStart(d *Data, k int, pool *ops.Pool) (*Net, error) {
 	}
 	chol := append([]float64(nil), c...)
 	if err := cholesky(chol, in); err != nil {
-		return nil, fmt.Errorf("layer %d: %v", l.Index, err)
+		return nil, fmt.Errorf("%s: %v", d.name(), err)
 	}
-	// W's row o solves C w = (gate · NX)_o; it is then scaled so that each
+	// W's row o solves C w = (gate · NX)_o + b_o·RX, b the gate's bias (OPT:
+	// a neuron fires when gate·normed + b > 0); it is then scaled so that each
 	// neuron's score has unit spread: whether a neuron fires does not depend
 	// on its scale, so every neuron should count alike in what the low rank
 	// keeps, and one cut in these units serves them all.
@@ -58,6 +59,11 @@ func linearStart(d *Data, k int, pool *ops.Pool) (*Net, error) {
 			for i, gi := range g {
 				for j, v := range nx[i*in : (i+1)*in] {
 					row[j] += float64(gi) * v
+				}
+			}
+			if l.GateBias != nil {
+				for j, v := range rx {
+					row[j] += float64(l.GateBias[o]) * v
 				}
 			}
 			cholSolve(chol, in, row)
@@ -124,7 +130,7 @@ func linearStart(d *Data, k int, pool *ops.Pool) (*Net, error) {
 	}
 	mu = math.Sqrt(mu)
 	if mu == 0 {
-		return nil, fmt.Errorf("layer %d: the residual has zero mean; no scale direction", l.Index)
+		return nil, fmt.Errorf("%s: the residual has zero mean; no scale direction", d.name())
 	}
 	for n2 := range d.N {
 		var p float64
@@ -141,10 +147,11 @@ func linearStart(d *Data, k int, pool *ops.Pool) (*Net, error) {
 	return n, nil
 }
 
-// moments returns C = Σ x xᵀ, NX = Σ normed(x) xᵀ rms(x) and Σ x over d.
-func moments(d *Data, pool *ops.Pool) (c, nx []float64, sum []float64) {
+// moments returns C = Σ x xᵀ, NX = Σ normed(x) xᵀ rms(x), Σ x and
+// RX = Σ rms(x) x over d.
+func moments(d *Data, pool *ops.Pool) (c, nx, sum, rx []float64) {
 	in := d.Layer.NEmbd
-	c, nx, sum = make([]float64, in*in), make([]float64, in*in), make([]float64, in)
+	c, nx, sum, rx = make([]float64, in*in), make([]float64, in*in), make([]float64, in), make([]float64, in)
 	rms := make([]float64, d.N)
 	for n := range d.N {
 		var ss float64
@@ -160,6 +167,7 @@ func moments(d *Data, pool *ops.Pool) (c, nx []float64, sum []float64) {
 			for i := lo; i < hi; i++ {
 				xi, ni := float64(x[i]), float64(nr[i])*rms[n]
 				sum[i] += xi
+				rx[i] += rms[n] * xi
 				ci, nxi := c[i*in:(i+1)*in], nx[i*in:(i+1)*in]
 				for j, v := range x {
 					ci[j] += xi * float64(v)
@@ -168,7 +176,7 @@ func moments(d *Data, pool *ops.Pool) (c, nx []float64, sum []float64) {
 			}
 		}
 	})
-	return c, nx, sum
+	return c, nx, sum, rx
 }
 
 // topEigen returns an orthonormal basis (n x k, as columns) of the top-k

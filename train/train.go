@@ -32,9 +32,9 @@ func Train(m *engine.Model, tokens []int, out string, c Config) ([]Report, error
 	if err != nil {
 		return nil, fmt.Errorf("%s: %v", m.Path, err)
 	}
-	var layers []int
+	var at []Target
 	for _, d := range data {
-		layers = append(layers, d.Layer.Index)
+		at = append(at, Target{Block: d.Layer.Index, Expert: d.Layer.Expert, Experts: d.Experts})
 	}
-	return reps, Write(m.File, nets, layers, out, nil)
+	return reps, Write(m.File, nets, at, out, nil)
 }

@@ -63,9 +63,13 @@ func predictorTrainCmd() *cobra.Command {
 				bar.Finish()
 			}
 			fmt.Printf("on held-out tokens of %s (the last %.0f%% collected):\n", file, 100*cfg.Holdout)
-			fmt.Printf("%5s  %5s  %7s  %9s  %9s  %9s  %6s\n", "layer", "rank", "recall", "mass kept", "precision", "predicted", "true")
+			fmt.Printf("%-9s  %5s  %7s  %9s  %9s  %9s  %6s\n", "layer", "rank", "recall", "mass kept", "precision", "predicted", "true")
 			for _, r := range reps {
-				fmt.Printf("%5d  %5d  %7.4f  %9.6f  %9.4f  %8.2f%%  %5.2f%%\n", r.Layer, r.Rank, r.Recall, r.Mass, r.Precision, 100*r.Predicted, 100*r.True)
+				note := ""
+				if r.Dense {
+					note = "  (too few tokens routed here to fit: runs dense)"
+				}
+				fmt.Printf("%-9s  %5d  %7.4f  %9.6f  %9.4f  %8.2f%%  %5.2f%%%s\n", r.Name(), r.Rank, r.Recall, r.Mass, r.Precision, 100*r.Predicted, 100*r.True, note)
 			}
 			fmt.Printf("wrote %s\n", out)
 			return nil
