@@ -16,8 +16,14 @@ import (
 // attachGPU puts the hybrid placement of m on GPU 0 as ops.Device when a
 // budget is given; release takes it off.
 func attachGPU(m *engine.Model, mf *modelFlags, g *gpuFlags) (func(), error) {
-	if _, err := g.bytes(); err != nil || g.budget == 0 {
+	budget, err := g.bytes()
+	if err != nil || g.budget == 0 {
 		return func() {}, err
+	}
+	if budget >= modelBytes(m) {
+		if _, release, ok := allOnGPU(m, mf.predictor); ok {
+			return release, nil
+		}
 	}
 	pool := ops.NewPool(mf.threads)
 	defer pool.Close()
@@ -31,6 +37,44 @@ func attachGPU(m *engine.Model, mf *modelFlags, g *gpuFlags) (func(), error) {
 	}
 	_, release, err := useGPU(m, plan)
 	return release, err
+}
+
+// modelBytes is the size of m's tensors.
+func modelBytes(m *engine.Model) uint64 {
+	var n uint64
+	for _, t := range m.File.Tensors {
+		n += t.Size
+	}
+	return n
+}
+
+// allOnGPU runs m wholly on the GPU when the budget holds the model: its
+// program is swapped for the device executor's until release. ok is false
+// (said on stderr) when the executor cannot run the model or the
+// predictor; the hybrid path then serves.
+func allOnGPU(m *engine.Model, predictor string) (*hybrid.DeviceExec, func(), bool) {
+	pred, err := m.Predictor(predictor)
+	if err != nil {
+		return nil, nil, false // the run's own predictor load says why
+	}
+	mode := map[string]string{"mlp": "mlp", "dense": "dense", "oracle": "dense"}[pred.Name()]
+	if mode == "" {
+		fmt.Fprintf(os.Stderr, "pinfer: predictor %s runs on the CPU: the hybrid path serves\n", pred.Name())
+		return nil, nil, false
+	}
+	e, err := hybrid.NewDeviceExec(m.Prog, hybrid.DeviceOptions{Predictor: mode, Log: os.Stderr})
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "pinfer: %v; the hybrid path serves\n", err)
+		return nil, nil, false
+	}
+	orig := m.Prog
+	m.Prog = e.Program()
+	return e, func() {
+		m.Prog = orig
+		if err := e.Close(); err != nil {
+			fmt.Fprintln(os.Stderr, "pinfer:", err)
+		}
+	}, true
 }
 
 // useGPU uploads what plan puts on the GPU and makes it ops.Device.
@@ -74,6 +118,22 @@ func benchGPU(m *engine.Model, mf *modelFlags, g *gpuFlags) func(mode string) (s
 			}
 		default:
 			return "", func() {}, nil
+		}
+		if mode == "hybrid" && budget >= modelBytes(m) {
+			if e, release, ok := allOnGPU(m, ""); ok {
+				desc := fmt.Sprintf("all on the GPU (device executor): %.2f GiB, the decode step one CUDA graph of %d kernels, predictor on the GPU",
+					float64(e.Bytes())/(1<<30), e.Kernels())
+				return desc, func() {
+					if tokens, active, err := e.SparseCounts(); err == nil && tokens > 0 && len(active) > 0 {
+						var frac float64
+						for k, a := range active {
+							frac += float64(a) / float64(tokens) / float64(m.Prog.Layers[k].NFF)
+						}
+						fmt.Fprintf(os.Stderr, "hybrid (all on the GPU): %d steps, %.1f%% of FFN neurons computed on average\n", tokens, 100*frac/float64(len(active)))
+					}
+					release()
+				}, nil
+			}
 		}
 		if mode == "split" {
 			plan, err = hybrid.SplitPlan(m, budget)

@@ -123,6 +123,35 @@ func randCols(r *rand.Rand, typ ops.DType) int {
 	return 32 * (1 + r.IntN(96))
 }
 
+// refDot is row · x in float64 over the dequantized row, with x first
+// rounded to q8_0 for q4_0 rows as the CPU's q4_0 kernels and the GPU's
+// do, and Σ|w_i x_i|, the scale of the dot's rounding error.
+func refDot(m *ops.Matrix, row int, x []float32) (dot, scale float64) {
+	if m.Type == ops.Q4_0 {
+		x = q8Round(x)
+	}
+	w := make([]float32, m.Cols)
+	m.RowF32(row, w)
+	for i := range w {
+		dot += float64(w[i]) * float64(x[i])
+		scale += math.Abs(float64(w[i]) * float64(x[i]))
+	}
+	return dot, scale
+}
+
+// q8Round is x quantized to q8_0 by the portable op and dequantized.
+func q8Round(x []float32) []float32 {
+	q := make([]byte, len(x)/32*34)
+	if err := ops.Quantize(ops.Q8_0, q, x); err != nil {
+		panic(err)
+	}
+	out := make([]float32, len(x))
+	if err := ops.Dequantize(ops.Q8_0, out, q); err != nil {
+		panic(err)
+	}
+	return out
+}
+
 // absDot is Σ|w_i x_i| in float64, the scale of a dot's rounding error.
 func absDot(m *ops.Matrix, row int, x []float32) float64 {
 	w := make([]float32, m.Cols)
@@ -172,22 +201,19 @@ func TestMatVec(t *testing.T) {
 			if sel != nil {
 				ib = upI32(t, d, sel)
 			}
-			for _, g := range []bool{false, true} {
-				globalX = g
-				d.UploadF32(out, nanVec(max(n, 1)))
-				if err := d.MatVec(out, dm, xb, ib, n); err != nil {
-					t.Fatal(err)
-				}
-				got := down(t, d, out, n)
-				for k := range n {
-					row := k
-					if src != nil {
-						row = int(src[k])
-					}
-					within(t, fmt.Sprintf("%s %s (global x %v)", typ, name, g), k, float64(got[k]), float64(m.DotRow(row, x)), absDot(m, row, x), 1e-5)
-				}
+			d.UploadF32(out, nanVec(max(n, 1)))
+			if err := d.MatVec(out, dm, xb, ib, n); err != nil {
+				t.Fatal(err)
 			}
-			globalX = false
+			got := down(t, d, out, n)
+			for k := range n {
+				row := k
+				if src != nil {
+					row = int(src[k])
+				}
+				want, scale := refDot(m, row, x)
+				within(t, fmt.Sprintf("%s %s", typ, name), k, float64(got[k]), want, scale, 1e-5)
+			}
 		}
 		check("dense", full, nil, nil)
 		check("gather", full, idx, idx)
@@ -379,7 +405,8 @@ func TestGraph(t *testing.T) {
 		got := down(t, d, yb, 256)
 		want := make([]float32, 256)
 		for _, i := range idx {
-			downT.AxpyRow(int(i), gate.DotRow(int(i), x), want)
+			g, _ := refDot(gate, int(i), x) // x in q8_0, as q4_0 rows see it
+			downT.AxpyRow(int(i), float32(g), want)
 		}
 		for c := range want {
 			within(t, "graph", c, float64(got[c]), float64(want[c]), 50, 1e-5)
@@ -525,11 +552,35 @@ func copyBandwidth(t testing.TB, d *Device) (driver, kernel float64) {
 func gatherRate(t testing.TB, d *Device, typ ops.DType, frac float64) (gbs, us float64) {
 	s := newGather(t, d, typ, frac)
 	defer s.free(d)
+	if err := d.Reserve(4096); err != nil {
+		t.Fatal(err)
+	}
 	sec := perCall(t, d, 200, func(i int) error {
 		k := i % len(s.mats)
 		return d.MatVec(s.y, s.mats[k], s.x, s.idx[k], s.n)
 	})
 	return float64(s.bytes) / sec / 1e9, sec * 1e6
+}
+
+// gatherRateQ times the q4_0 gather kernel alone, x already in q8_0 (in a
+// decode step the norm before it writes that).
+func gatherRateQ(t testing.TB, d *Device, frac float64) (gbs, us float64) {
+	s := newGather(t, d, ops.Q4_0, frac)
+	defer s.free(d)
+	xq, err := d.AllocQX(4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Free(xq.Buf)
+	if err := d.Quantize(xq, s.x); err != nil {
+		t.Fatal(err)
+	}
+	sec := perCall(t, d, 200, func(i int) error {
+		k := i % len(s.mats)
+		return d.Gemv(s.y, s.mats[k], nil, xq, s.idx[k], s.n, nil)
+	})
+	bytes := s.bytes - 4*4096 + 40*4096/32
+	return float64(bytes) / sec / 1e9, sec * 1e6
 }
 
 func axpyRate(t testing.TB, d *Device, typ ops.DType, frac float64) (gbs, us float64) {
@@ -538,9 +589,11 @@ func axpyRate(t testing.TB, d *Device, typ ops.DType, frac float64) (gbs, us flo
 	if err := d.Reserve(4096); err != nil {
 		t.Fatal(err)
 	}
+	// Non-zero coefficients: the kernel skips rows whose coefficient is 0.
+	coef := upF32(t, d, randVec(rand.New(rand.NewPCG(8, 8)), 11008))
 	sec := perCall(t, d, 200, func(i int) error {
 		k := i % len(s.mats)
-		return d.Axpy(s.x, s.mats[k], s.y, s.idx[k], s.n)
+		return d.Axpy(s.x, s.mats[k], coef, s.idx[k], s.n)
 	})
 	return float64(s.bytes) / sec / 1e9, sec * 1e6
 }
@@ -563,7 +616,7 @@ func TestBandwidth(t *testing.T) {
 		frac   float64
 		axpy   bool
 		target bool
-		global bool
+		xq     bool
 	}{
 		{"gather f16", ops.F16, 0.2, false, true, false}, {"gather q4_0", ops.Q4_0, 0.2, false, true, false},
 		{"gather q8_0", ops.Q8_0, 0.2, false, false, false}, {"gather f32", ops.F32, 0.2, false, false, false},
@@ -571,17 +624,20 @@ func TestBandwidth(t *testing.T) {
 		{"gather f16", ops.F16, 0.1, false, false, false}, {"gather q4_0", ops.Q4_0, 0.1, false, false, false},
 		{"axpy f16", ops.F16, 0.2, true, false, false}, {"axpy q4_0", ops.Q4_0, 0.2, true, false, false},
 		{"axpy q8_0", ops.Q8_0, 0.2, true, false, false},
-		{"gather f16, global x", ops.F16, 0.2, false, false, true},
-		{"gather q4_0, global x", ops.Q4_0, 0.2, false, false, true},
+		{"axpy q4_0", ops.Q4_0, 0.1, true, false, false},
+		{"gather q4_0, q8 x", ops.Q4_0, 0.2, false, true, true},
+		{"gather q4_0, q8 x", ops.Q4_0, 0.1, false, false, true},
+		{"dense q4_0, q8 x", ops.Q4_0, 1, false, false, true},
 	} {
-		globalX = c.global
 		var gbs, us float64
-		if c.axpy {
+		switch {
+		case c.axpy:
 			gbs, us = axpyRate(t, d, c.typ, c.frac)
-		} else {
+		case c.xq:
+			gbs, us = gatherRateQ(t, d, c.frac)
+		default:
 			gbs, us = gatherRate(t, d, c.typ, c.frac)
 		}
-		globalX = false
 		t.Logf("%-22s %4.0f%% %9.0f %8.2f %6.0f%%", c.name, 100*c.frac, gbs, us, 100*gbs/cp)
 		if c.target && gbs < 0.6*cp {
 			t.Errorf("%s at %.0f%% rows reads %.0f GB/s, under 60%% of the copy's %.0f", c.name, 100*c.frac, gbs, cp)

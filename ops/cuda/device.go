@@ -63,6 +63,7 @@ type Device struct {
 	fns       map[string]C.CUfunction
 	scratch   *Buffer // the axpy's per-chunk partials
 	counters  *Buffer // the axpy's per-column-slice arrival counts
+	xq        *QX     // MatVec's q8_0 copy of x for q4_0 rows
 	closeList []func()
 }
 
@@ -133,7 +134,10 @@ func (d *Device) Close() error {
 	d.closeList = nil
 	d.Free(d.scratch)
 	d.Free(d.counters)
-	d.scratch, d.counters = nil, nil
+	if d.xq != nil {
+		d.Free(d.xq.Buf)
+	}
+	d.scratch, d.counters, d.xq = nil, nil, nil
 	if d.stream != (cu.Stream{}) {
 		d.stream.Destroy()
 	}

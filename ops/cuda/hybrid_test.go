@@ -185,6 +185,12 @@ func TestBackendMatMul(t *testing.T) {
 		require.True(t, b.MatMul(got, m, x, T))
 		require.NoError(t, b.Close())
 		w := make([]float32, cols)
+		if typ == ops.Q4_0 {
+			// q4_0 rows meet x rounded to q8_0, as on the CPU.
+			q := make([]byte, T*cols/32*34)
+			require.NoError(t, ops.Quantize(ops.Q8_0, q, x))
+			require.NoError(t, ops.Dequantize(ops.Q8_0, x, q))
+		}
 		for k := 0; k < rows; k++ {
 			m.RowF32(k, w)
 			for tk := 0; tk < T; tk++ {
@@ -324,4 +330,113 @@ func TestHybridGreedy7B(t *testing.T) {
 		t.Fatal("set PINFER_7B to a file made by: pinfer gen --shape 7b --active 0.1 --type q4_0 -o FILE")
 	}
 	checkHybrid(t, path, "", [][]int{{1}})
+}
+
+// checkDevice holds the all-on-the-GPU executor to the CPU: the same greedy
+// tokens for 32 steps, a second run on a new session giving them again, and
+// (with the mlp predictor) a plausible share of neurons computed.
+func checkDevice(t *testing.T, path, predName string, prompts [][]int) {
+	m, err := engine.Load(path, "")
+	require.NoError(t, err)
+	defer m.Close()
+	pred, err := m.Predictor(predName)
+	require.NoError(t, err)
+	var want [][]int
+	for _, p := range prompts {
+		want = append(want, greedy(t, m, pred, p, 32))
+	}
+	mode := "dense"
+	if pred.Name() == "mlp" {
+		mode = "mlp"
+	}
+	e, err := hybrid.NewDeviceExec(m.Prog, hybrid.DeviceOptions{Predictor: mode, Log: os.Stderr})
+	require.NoError(t, err)
+	orig := m.Prog
+	m.Prog = e.Program()
+	defer func() {
+		m.Prog = orig
+		require.NoError(t, e.Close())
+	}()
+	for i, p := range prompts {
+		require.Equal(t, want[i], greedy(t, m, pred, p, 32), "prompt %v", p)
+	}
+	require.Equal(t, want[0], greedy(t, m, pred, prompts[0], 32), "prompt %v again", prompts[0])
+	tokens, active, err := e.SparseCounts()
+	require.NoError(t, err)
+	require.Positive(t, tokens)
+	for k, a := range active {
+		frac := float64(a) / float64(tokens) / float64(orig.Layers[k].NFF)
+		require.True(t, frac > 0 && frac <= 1, "layer %d computed %.3f of its neurons", k, frac)
+		if k == 0 {
+			t.Logf("%s: %d steps, layer 0 computed %.1f%% of its neurons per token", mode, tokens, 100*frac)
+		}
+	}
+}
+
+func TestDeviceGreedyShakespeare(t *testing.T) {
+	checkDevice(t, repoFile(t, "models/shakespeare-relu-6m-f16.gguf"), "oracle", [][]int{{1}, {1, 306, 626, 451}, {1, 13, 100, 200}})
+}
+
+// PINFER_7B names a file from `pinfer gen --shape 7b --active 0.1 --type q4_0`.
+// Prompt {1} must give the CPU's 32 greedy tokens exactly. The random
+// weights leave near-ties in other prompts, where a different summation
+// order may pick the other token: lockstep checks those, CPU and device fed
+// the CPU's tokens, each disagreement within the two paths' logit noise.
+func TestDeviceGreedy7B(t *testing.T) {
+	path := os.Getenv("PINFER_7B")
+	if path == "" {
+		t.Fatal("set PINFER_7B to a file made by: pinfer gen --shape 7b --active 0.1 --type q4_0 -o FILE")
+	}
+	checkDevice(t, path, "", [][]int{{1}})
+	m, err := engine.Load(path, "")
+	require.NoError(t, err)
+	defer m.Close()
+	pred, err := m.Predictor("")
+	require.NoError(t, err)
+	e, err := hybrid.NewDeviceExec(m.Prog, hybrid.DeviceOptions{Predictor: "mlp"})
+	require.NoError(t, err)
+	defer e.Close()
+	pool := ops.NewPool(8)
+	defer pool.Close()
+	for _, tok := range []int{450, 2000, 31000} {
+		cpu := m.Prog.NewSession(40, pool)
+		cpu.SetPredictor(pred)
+		dev := e.Program().NewSession(40, pool)
+		next, same := tok, 0
+		var worst float64 // largest |logit difference| over the vocabulary, any step
+		for step := 0; step < 32; step++ {
+			lc, err := cpu.Forward([]int{next}, false)
+			require.NoError(t, err)
+			lc1 := append([]float32(nil), lc.Data...)
+			ld, err := dev.Forward([]int{next}, false)
+			require.NoError(t, err)
+			a, b := argmax(lc1), argmax(ld.Data)
+			var diff, lo, hi float64
+			lo, hi = math.Inf(1), math.Inf(-1)
+			for i, v := range lc1 {
+				diff = max(diff, math.Abs(float64(v-ld.Data[i])))
+				lo, hi = min(lo, float64(v)), max(hi, float64(v))
+			}
+			worst = max(worst, diff)
+			require.Less(t, diff, 0.01*(hi-lo), "token %d step %d: logits differ by %g over a spread of %g", tok, step, diff, hi-lo)
+			if a == b {
+				same++
+			} else {
+				gap := float64(lc1[a] - lc1[b])
+				require.LessOrEqual(t, gap, 2*diff, "token %d step %d: the device picks %d, the CPU %d by a gap of %g", tok, step, b, a, gap)
+			}
+			next = a
+		}
+		t.Logf("from token %d: %d of 32 greedy picks agree; logits differ by at most %.3g", tok, same, worst)
+	}
+}
+
+func argmax(x []float32) int {
+	best := 0
+	for i, v := range x {
+		if v > x[best] {
+			best = i
+		}
+	}
+	return best
 }

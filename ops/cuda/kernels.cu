@@ -146,12 +146,18 @@ template <> struct Fmt<T_Q4_0> {
         return (p[0] + p[1]) + (p[2] + p[3]);
     }
     __device__ static void axpy(uint4 v, float s, float a, float *acc) {
-        const unsigned char *q = (const unsigned char *)&v;
+        // The nibbles become floats by byte permutes (mag), not conversions.
+        const unsigned w[4] = {v.x, v.y, v.z, v.w};
+        const float M = MAGIC + 8.f;
         float as = a * s;
 #pragma unroll
-        for (int i = 0; i < 16; i++) {
-            acc[i] += as * ((q[i] & 15) - 8);
-            acc[i + 16] += as * ((q[i] >> 4) - 8);
+        for (int i = 0; i < 4; i++) {
+            unsigned lo = w[i] & 0x0F0F0F0Fu, hi = (w[i] >> 4) & 0x0F0F0F0Fu;
+#pragma unroll
+            for (int k = 0; k < 4; k++) {
+                acc[4 * i + k] += as * (mag(lo, k) - M);
+                acc[16 + 4 * i + k] += as * (mag(hi, k) - M);
+            }
         }
     }
     __device__ static void put(float *y, i64 e, const float *acc) {
@@ -163,7 +169,7 @@ template <> struct Fmt<T_Q4_0> {
     }
 };
 
-// Bytes of the vectorised part of a row: f32/f16 rows may end in a tail
+// Elements of the vectorised part of a row: f32/f16 rows may end in a tail
 // shorter than one vector, done element by element.
 template <int T> __device__ __forceinline__ i64 vec_elems(i64 cols) {
     return cols / Fmt<T>::EPV * Fmt<T>::EPV;
@@ -173,195 +179,6 @@ template <int T> __device__ __forceinline__ float tail_elem(const unsigned char 
     if (T == T_F32) return ((const float *)row)[e];
     return h2f(((const uint16_t *)row)[e]);
 }
-
-// x staged in shared memory with 4 floats of padding after every 32: the
-// lanes of a warp read x 32 to 128 bytes apart (a lane's 16 weight bytes
-// cover 4 to 32 elements), which in global memory touches a cache line per
-// lane and in unpadded shared memory hits one bank; padded, every 16-byte
-// shared load of a quarter-warp falls in distinct banks.
-__device__ __forceinline__ i64 xpad(i64 e) { return e + (e >> 5) * 4; }
-
-// out[k] = W[r_k] · x, r_k = idx[k] (or k when idx is null), for k < n.
-// One warp per output; each lane keeps UNROLL 16-byte loads in flight, the
-// first of them issued before x is staged so the two latencies overlap.
-template <int T, bool SMEM>
-__device__ void gemv_gather(float *out, const unsigned char *W, i64 stride, i64 qbytes,
-                            const int *idx, i64 n, i64 cols, const float *x) {
-    extern __shared__ float4 xs4[];
-    float *xs = (float *)xs4;
-    const int UNROLL = 4;
-    const int EPV = Fmt<T>::EPV;
-    i64 k = (i64)blockIdx.x * (blockDim.x / WARP) + threadIdx.x / WARP;
-    int lane = threadIdx.x % WARP;
-    bool live = k < n;
-    i64 r = live ? (idx ? idx[k] : k) : 0;
-    const unsigned char *row = W + r * stride;
-    i64 nv = vec_elems<T>(cols) / EPV; // vectors in the row
-    uint4 buf[UNROLL];
-    i64 v0 = lane;
-#pragma unroll
-    for (int u = 0; u < UNROLL; u++)
-        if (live && v0 + u * WARP < nv) buf[u] = ld_stream(row + (v0 + u * WARP) * 16);
-    if (SMEM) {
-        // 16-byte loads, several in flight per thread: a loop of dependent
-        // scalar loads here cost about 4 us per call on the H200.
-        const float4 *x4 = (const float4 *)x;
-        i64 n4 = nv * EPV / 4;
-        for (i64 i0 = threadIdx.x; i0 < n4; i0 += 4 * blockDim.x) {
-            float4 t[4];
-#pragma unroll
-            for (int u = 0; u < 4; u++)
-                if (i0 + u * blockDim.x < n4) t[u] = x4[i0 + u * blockDim.x];
-#pragma unroll
-            for (int u = 0; u < 4; u++)
-                if (i0 + u * blockDim.x < n4) *(float4 *)(xs + xpad(4 * (i0 + u * blockDim.x))) = t[u];
-        }
-        __syncthreads();
-    }
-    if (!live) return;
-    // One accumulator per slot in flight, so the sums form short
-    // independent chains instead of one long dependent one.
-    float acc[UNROLL] = {};
-    for (;;) {
-#pragma unroll
-        for (int u = 0; u < UNROLL; u++) {
-            i64 v = v0 + u * WARP;
-            if (v < nv) {
-                i64 e = v * EPV;
-                acc[u] += Fmt<T>::scale(row, qbytes, e) * Fmt<T>::dot(buf[u], nullptr, 0, SMEM ? xs + xpad(e) : x + e);
-            }
-        }
-        v0 += WARP * UNROLL;
-        if (v0 >= nv) break;
-#pragma unroll
-        for (int u = 0; u < UNROLL; u++)
-            if (v0 + u * WARP < nv) buf[u] = ld_stream(row + (v0 + u * WARP) * 16);
-    }
-    if (T == T_F32 || T == T_F16)
-        for (i64 e = nv * EPV + lane; e < cols; e += WARP) acc[0] += tail_elem<T>(row, e) * x[e];
-    float sum = warp_sum((acc[0] + acc[1]) + (acc[2] + acc[3]));
-    if (lane == 0) out[k] = sum;
-}
-
-// gemv_* stage x in shared memory; gemv_*_g read it from global memory, for
-// rows too long for the shared memory a block may take without asking.
-#define GEMV(name, T)                                                                          \
-    extern "C" __global__ void __launch_bounds__(128) name(float *out, const unsigned char *W, \
-        i64 stride, i64 qbytes, const int *idx, i64 n, i64 cols, const float *x) {             \
-        gemv_gather<T, true>(out, W, stride, qbytes, idx, n, cols, x);                         \
-    }                                                                                          \
-    extern "C" __global__ void __launch_bounds__(128) name##_g(float *out,                     \
-        const unsigned char *W, i64 stride, i64 qbytes, const int *idx, i64 n, i64 cols,       \
-        const float *x) {                                                                      \
-        gemv_gather<T, false>(out, W, stride, qbytes, idx, n, cols, x);                        \
-    }
-GEMV(gemv_f32, T_F32)
-GEMV(gemv_f16, T_F16)
-GEMV(gemv_q8_0, T_Q8_0)
-GEMV(gemv_q4_0, T_Q4_0)
-
-// y[c] += Σ_k a[k] · W[r_k][c]: the down projection of the active neurons
-// (down_t, one row per neuron). A block is 8 warps over a slice of 32
-// vectors (one per lane, so a warp reads 512 contiguous bytes of a row); the
-// warps share out the rows of the block's chunk, UNROLL rows in flight each,
-// and add their sums in shared memory. With one chunk the block adds into y
-// directly; otherwise each chunk writes its partial to scratch and the last
-// chunk of a slice to finish adds the partials in chunk order, so the
-// result does not depend on scheduling.
-#define AXPY_WARPS 8
-template <int T>
-__device__ void axpy_gather(float *y, const unsigned char *W, i64 stride, i64 qbytes,
-                            const int *idx, const float *a, i64 n, i64 cols, i64 chunk,
-                            float *scratch, unsigned int *counters) {
-    const int EPV = Fmt<T>::EPV;
-    const int UNROLL = 4;
-    __shared__ float sh[AXPY_WARPS * WARP * EPV];
-    __shared__ bool last;
-    int lane = threadIdx.x % WARP, warp = threadIdx.x / WARP;
-    i64 nv = vec_elems<T>(cols) / EPV;
-    i64 v = (i64)blockIdx.x * WARP + lane;
-    i64 k0 = (i64)blockIdx.y * chunk, k1 = min(n, k0 + chunk);
-    // Columns past the last whole vector (f32/f16 rows only) belong to the
-    // slice after the last one: block x == gridDim.x - 1 takes them too.
-    i64 tailc = nv * EPV + lane;
-    bool tail = (T == T_F32 || T == T_F16) && blockIdx.x == gridDim.x - 1 && tailc < cols;
-    float acc[EPV], tacc = 0.f;
-#pragma unroll
-    for (int i = 0; i < EPV; i++) acc[i] = 0.f;
-    for (i64 k = k0 + warp; k < k1; k += AXPY_WARPS * UNROLL) {
-        uint4 buf[UNROLL];
-        float s[UNROLL], av[UNROLL];
-#pragma unroll
-        for (int u = 0; u < UNROLL; u++) {
-            i64 kk = k + u * AXPY_WARPS;
-            if (kk < k1) {
-                const unsigned char *row = W + (i64)(idx ? idx[kk] : kk) * stride;
-                av[u] = a[kk];
-                if (v < nv) {
-                    buf[u] = ld_stream(row + v * 16);
-                    s[u] = Fmt<T>::scale(row, qbytes, v * EPV);
-                }
-                if (tail) tacc += av[u] * tail_elem<T>(row, tailc);
-            }
-        }
-#pragma unroll
-        for (int u = 0; u < UNROLL; u++)
-            if (k + u * AXPY_WARPS < k1 && v < nv) Fmt<T>::axpy(buf[u], s[u], av[u], acc);
-    }
-    // Sum the warps: column c of the slice is lane c/EPV's acc[c%EPV].
-#pragma unroll
-    for (int i = 0; i < EPV; i++) sh[warp * WARP * EPV + lane * EPV + i] = acc[i];
-    __syncthreads();
-    i64 c0 = (i64)blockIdx.x * WARP * EPV;
-    i64 width = min((i64)WARP * EPV, nv * EPV - c0);
-    bool multi = gridDim.y > 1;
-    float *dst = multi ? scratch + (i64)blockIdx.y * cols : y;
-    for (i64 c = threadIdx.x; c < width; c += blockDim.x) {
-        float sum = 0.f;
-#pragma unroll
-        for (int w = 0; w < AXPY_WARPS; w++) sum += sh[w * WARP * EPV + c];
-        if (multi) dst[c0 + c] = sum;
-        else dst[c0 + c] += sum;
-    }
-    // The tail: each warp's lanes hold their own rows' sums of it.
-    __syncthreads();
-    if (T == T_F32 || T == T_F16) {
-        if (blockIdx.x == gridDim.x - 1) sh[warp * WARP + lane] = tacc;
-        __syncthreads();
-        if (tail && warp == 0) {
-            float sum = 0.f;
-            for (int w = 0; w < AXPY_WARPS; w++) sum += sh[w * WARP + lane];
-            if (multi) dst[tailc] = sum;
-            else dst[tailc] += sum;
-        }
-    }
-    if (!multi) return;
-    __threadfence();
-    __syncthreads();
-    if (threadIdx.x == 0) last = atomicAdd(&counters[blockIdx.x], 1u) == gridDim.y - 1;
-    __syncthreads();
-    if (!last) return;
-    __threadfence();
-    i64 c1 = c0 + width;
-    if (blockIdx.x == gridDim.x - 1) c1 = cols; // with the tail
-    for (i64 c = c0 + threadIdx.x; c < c1; c += blockDim.x) {
-        float sum = 0.f;
-        for (i64 j = 0; j < gridDim.y; j++) sum += __ldcg(scratch + j * cols + c);
-        y[c] += sum;
-    }
-    if (threadIdx.x == 0) counters[blockIdx.x] = 0;
-}
-
-#define AXPY(name, T)                                                                              \
-    extern "C" __global__ void __launch_bounds__(AXPY_WARPS * WARP) name(float *y,                \
-        const unsigned char *W, i64 stride, i64 qbytes, const int *idx, const float *a, i64 n,     \
-        i64 cols, i64 chunk, float *scratch, unsigned int *counters) {                             \
-        axpy_gather<T>(y, W, stride, qbytes, idx, a, n, cols, chunk, scratch, counters);           \
-    }
-AXPY(axpy_f32, T_F32)
-AXPY(axpy_f16, T_F16)
-AXPY(axpy_q8_0, T_Q8_0)
-AXPY(axpy_q4_0, T_Q4_0)
 
 // Block-wide sum for blocks of up to 1024 threads.
 __device__ float block_sum(float v) {
@@ -478,6 +295,23 @@ extern "C" __global__ void copy16(uint4 *dst, const uint4 *src, i64 n) {
         dst[i] = __ldcs(src + i);
 }
 
+// ffn_activation is ops.FFNActivation: act 0 relu, 1 fatrelu, 2 drelu,
+// 3 silu, 4 gelu (tanh form); u is 1 for a non-gated FFN.
+__device__ __forceinline__ float ffn_activation(float gv, float uv, i64 act, float thr) {
+    switch (act) {
+    case 0: gv = gv <= 0.f ? 0.f : gv; break;
+    case 1: gv = gv <= thr ? 0.f : gv; break;
+    case 2: gv = (gv <= 0.f || uv <= 0.f) ? 0.f : gv; break;
+    case 3: gv = gv / (1.f + (float)exp(-(double)gv)); break;
+    case 4: {
+        double f = gv;
+        gv = (float)(0.5 * f * (1.0 + tanh(0.7978845608028654 * (f + 0.044715 * f * f * f))));
+        break;
+    }
+    }
+    return gv * uv;
+}
+
 // The activation of the hot neurons between the gate/up gathers and the down
 // axpy, in place over g: g[k] = act(g[k] + bias[idx[k]], u[k]) · u[k], as
 // ops.FFNActivation computes it (u is 1 when null). act: 0 relu, 1 fatrelu,
@@ -488,16 +322,7 @@ extern "C" __global__ void ffn_act(float *g, const float *u, const float *bias, 
     if (k >= n) return;
     float gv = g[k], uv = u ? u[k] : 1.f;
     if (bias) gv += bias[idx ? idx[k] : k];
-    switch (act) {
-    case 0: gv = gv <= 0.f ? 0.f : gv; break;
-    case 1: gv = gv <= (float)thr ? 0.f : gv; break;
-    case 2: gv = (gv <= 0.f || uv <= 0.f) ? 0.f : gv; break;
-    case 3: gv = gv / (1.f + (float)exp(-(double)gv)); break;
-    case 4: {
-        double f = gv;
-        gv = (float)(0.5 * f * (1.0 + tanh(0.7978845608028654 * (f + 0.044715 * f * f * f))));
-        break;
-    }
-    }
-    g[k] = gv * uv;
+    g[k] = ffn_activation(gv, uv, act, (float)thr);
 }
+
+#include "step.cuh"

@@ -10,16 +10,20 @@ import (
 )
 
 var kernelNames = []string{
-	"gemv_f32", "gemv_f16", "gemv_q8_0", "gemv_q4_0",
-	"gemv_f32_g", "gemv_f16_g", "gemv_q8_0_g", "gemv_q4_0_g",
-	"axpy_f32", "axpy_f16", "axpy_q8_0", "axpy_q4_0",
 	"rms_norm", "rope", "kv_store", "attention", "copy16", "ffn_act",
+	"quant_q8", "compact", "norm2", "ew", "embed", "rope2", "attn2",
+	"ax_f32", "ax_f16", "ax_q8_0", "ax_q4_0",
 }
 
-const (
-	gemvWarps = 4 // rows per gemv block, one warp each: small blocks spread evenly over the SMs
-	maxSlices = 4096
-)
+func init() {
+	for _, t := range []string{"f32", "f16", "q8_0", "q4_0"} {
+		for _, g := range []string{"8", "32"} {
+			kernelNames = append(kernelNames, "gv_"+t+"_"+g, "gu_"+t+"_"+g)
+		}
+	}
+}
+
+const maxSlices = 4096
 
 // arg is one kernel argument in its 8-byte slot.
 type arg = uint64
@@ -63,10 +67,6 @@ func (d *Device) UploadMatrix(m *ops.Matrix, rows []int32) (*Matrix, error) {
 	return &Matrix{Layout: l, Buf: buf}, nil
 }
 
-// globalX forces the mat-vec kernels that read x from global memory, so
-// tests reach both paths for the quantized types.
-var globalX = false
-
 // Free releases the matrix's memory.
 func (m *Matrix) Free(d *Device) { d.Free(m.Buf) }
 
@@ -108,36 +108,24 @@ func need(b *Buffer, bytes int64, what string) error {
 
 // MatVec queues out[k] = row r_k of m · x for k < n, where r_k = idx[k]
 // (int32 row ids on the device) or k when idx is nil: the dense mat-vec and
-// the sparse row-gather. x holds m.Cols floats.
+// the sparse row-gather. x holds m.Cols floats. q4_0 rows are dotted with x
+// rounded to q8_0 first, as the CPU's q4_0 kernels do (into a scratch of
+// the Device: calls must stay on its stream).
 func (d *Device) MatVec(out *Buffer, m *Matrix, x, idx *Buffer, n int) error {
-	if idx == nil && n > m.Rows {
-		return fmt.Errorf("cuda: mat-vec of %d rows over a %d-row matrix", n, m.Rows)
+	if err := need(x, 4*int64(m.Cols), "mat-vec input"); err != nil {
+		return err
 	}
-	for _, c := range []struct {
-		b     *Buffer
-		bytes int64
-		what  string
-	}{{out, 4 * int64(n), "mat-vec output"}, {x, 4 * int64(m.Cols), "mat-vec input"}} {
-		if err := need(c.b, c.bytes, c.what); err != nil {
+	var xq *QX
+	if m.Type == ops.Q4_0 {
+		var err error
+		if xq, err = d.scratchQX(m.Cols); err != nil {
+			return err
+		}
+		if err := d.Quantize(xq, x); err != nil {
 			return err
 		}
 	}
-	if idx != nil {
-		if err := need(idx, 4*int64(n), "mat-vec index"); err != nil {
-			return err
-		}
-	}
-	// Quantized rows stage x in shared memory, padded by 4 floats per 32,
-	// unless that would pass the 48 KB a block gets without opting in: on
-	// the H200 that made the q4_0 gather 1.3x and the dense q4_0 mat-vec
-	// 1.9x faster, while f16 rows, whose lanes read x only 32 bytes apart,
-	// were faster reading it from global memory (NOTES.md).
-	name, shmem := "gemv_"+suffix(m.Type), (m.Cols+m.Cols/32*4+4)*4
-	if shmem > 48<<10 || globalX || m.Type == ops.F32 || m.Type == ops.F16 {
-		name, shmem = name+"_g", 0
-	}
-	return d.launchShared(name, (n+gemvWarps-1)/gemvWarps, 1, gemvWarps*32, shmem,
-		ptr(out), ptr(m.Buf), i64(m.Stride), i64(m.QBytes), ptr(idx), i64(n), i64(m.Cols), ptr(x))
+	return d.Gemv(out, m, x, xq, idx, n, nil)
 }
 
 // Axpy queues y += Σ_k a[k] · row r_k of m for k < n, r_k as in MatVec: the
@@ -145,42 +133,7 @@ func (d *Device) MatVec(out *Buffer, m *Matrix, x, idx *Buffer, n int) error {
 // is computed in a fixed order, so repeated runs give identical results.
 // Calls on one Device share a scratch buffer, so they must stay on its stream.
 func (d *Device) Axpy(y *Buffer, m *Matrix, a, idx *Buffer, n int) error {
-	if idx == nil && n > m.Rows {
-		return fmt.Errorf("cuda: axpy of %d rows over a %d-row matrix", n, m.Rows)
-	}
-	if err := need(y, 4*int64(m.Cols), "axpy output"); err != nil {
-		return err
-	}
-	if err := need(a, 4*int64(n), "axpy coefficient"); err != nil {
-		return err
-	}
-	if idx != nil {
-		if err := need(idx, 4*int64(n), "axpy index"); err != nil {
-			return err
-		}
-	}
-	if n == 0 {
-		return nil
-	}
-	// A block covers 32 vectors of a row (512 bytes) and a chunk of rows.
-	// Enough chunks to give each SM about four blocks keep the memory busy;
-	// chunks of at least 32 rows keep the partials few.
-	nv := m.Cols / elemsPerVector(m.Type)
-	gx := max(1, (nv+31)/32)
-	gy := max(1, min((4*d.SMs+gx-1)/gx, (n+31)/32))
-	chunk := (n + gy - 1) / gy
-	gy = (n + chunk - 1) / max(chunk, 1)
-	if gx > maxSlices {
-		return fmt.Errorf("cuda: axpy rows of %d columns are too long", m.Cols)
-	}
-	if gy > 1 {
-		if err := d.growScratch(int64(gy) * int64(m.Cols) * 4); err != nil {
-			return err
-		}
-	}
-	return d.launch("axpy_"+suffix(m.Type), gx, gy, 256,
-		ptr(y), ptr(m.Buf), i64(m.Stride), i64(m.QBytes), ptr(idx), ptr(a), i64(n), i64(m.Cols),
-		i64(chunk), ptr(d.scratch), ptr(d.counters))
+	return d.AxpyN(y, m, a, idx, n, nil, nil, false)
 }
 
 // growScratch sizes the axpy scratch; it allocates only when a larger call
@@ -201,7 +154,14 @@ func (d *Device) growScratch(bytes int64) error {
 // Reserve sizes the axpy scratch for rows of cols columns ahead of a graph
 // capture, whatever the number of rows.
 func (d *Device) Reserve(cols int) error {
-	return d.growScratch(int64(4*d.SMs) * int64(cols) * 4)
+	if err := d.growScratch(int64(4*d.SMs) * int64(cols) * 4); err != nil {
+		return err
+	}
+	if cols%32 == 0 {
+		_, err := d.scratchQX(cols)
+		return err
+	}
+	return nil
 }
 
 // RMSNorm queues out = x / rms(x) · w over n floats.
