@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/pinfer/pinfer/ops/avx2"
 )
 
 // The portable kernels define each op; the package's other tests check them
@@ -21,13 +23,24 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// withFast runs f with the vector kernels on, if this CPU has them.
-func withFast(t *testing.T, f func()) {
+// fastLevels are the vector kernel sets this CPU runs: AVX2, and AVX-512
+// where present (forced off to test AVX2 on the same CPU).
+func fastLevels(t *testing.T) []string {
 	if !fastAvailable() {
 		t.Log("no AVX2/FMA/F16C here (or built with purego): the vector path is the portable one")
+		return []string{"go"}
 	}
-	Fast = fastAvailable()
-	defer func() { Fast = false }()
+	if avx2.AVX512 {
+		return []string{"avx2", "avx512"}
+	}
+	return []string{"avx2"}
+}
+
+// withFast runs f with the vector kernels of level on.
+func withFast(level string, f func()) {
+	saved := avx2.AVX512
+	Fast, avx2.AVX512 = fastAvailable(), saved && level == "avx512"
+	defer func() { Fast, avx2.AVX512 = false, saved }()
 	f()
 }
 
@@ -83,18 +96,20 @@ func TestBackendMatMul(t *testing.T) {
 	pool := NewPool(3)
 	defer pool.Close()
 	for _, typ := range []DType{F32, F16, Q8_0, Q4_0} {
-		for _, shape := range [][3]int{{1, 32, 1}, {7, 64, 1}, {33, 96, 3}, {130, 4128, 2}, {5, 32, 9}} {
+		for _, shape := range [][3]int{{1, 32, 1}, {7, 64, 1}, {33, 96, 3}, {130, 4128, 2}, {5, 32, 9}, {37, 256, 6}, {64, 4096, 4}, {9, 160, 5}} {
 			rows, cols, T := shape[0], shape[1], shape[2]
 			m := randomMatrix(rng, typ, rows, cols)
 			x := randomVec(rng, T*cols)
 			want := make([]float32, T*rows)
 			MatMul(pool, want, m, x, T)
-			got := make([]float32, T*rows)
-			withFast(t, func() { MatMul(pool, got, m, x, T) })
-			for tt := 0; tt < T; tt++ {
-				for r := 0; r < rows; r++ {
-					tol := tolerance(typ, absTerms(m, r, x[tt*cols:(tt+1)*cols]))
-					require.InDelta(t, want[tt*rows+r], got[tt*rows+r], tol, "%s %dx%d T=%d t=%d r=%d", typ, rows, cols, T, tt, r)
+			for _, lv := range fastLevels(t) {
+				got := make([]float32, T*rows)
+				withFast(lv, func() { MatMul(pool, got, m, x, T) })
+				for tt := 0; tt < T; tt++ {
+					for r := 0; r < rows; r++ {
+						tol := tolerance(typ, absTerms(m, r, x[tt*cols:(tt+1)*cols]))
+						require.InDelta(t, want[tt*rows+r], got[tt*rows+r], tol, "%s %s %dx%d T=%d t=%d r=%d", lv, typ, rows, cols, T, tt, r)
+					}
 				}
 			}
 		}
@@ -117,16 +132,18 @@ func TestBackendFFNRow(t *testing.T) {
 			for _, active := range [][]int32{nil, {}, {5}, {0, 3, 17, 40, 95}} {
 				want := make([]float32, d)
 				FFNRow(pool, f, down, x, active, want)
-				got := make([]float32, d)
-				withFast(t, func() { FFNRow(pool, f, down, x, active, got) })
-				// A neuron near its threshold may fall either side once the
-				// activations are rounded, so bound by the largest output.
-				var scale float64
-				for _, v := range want {
-					scale = math.Max(scale, math.Abs(float64(v)))
-				}
-				for i := range want {
-					require.InDelta(t, want[i], got[i], tolerance(typ, scale*4)+1e-4, "%s %s active %v out %d", typ, act, active, i)
+				for _, lv := range fastLevels(t) {
+					got := make([]float32, d)
+					withFast(lv, func() { FFNRow(pool, f, down, x, active, got) })
+					// A neuron near its threshold may fall either side once the
+					// activations are rounded, so bound by the largest output.
+					var scale float64
+					for _, v := range want {
+						scale = math.Max(scale, math.Abs(float64(v)))
+					}
+					for i := range want {
+						require.InDelta(t, want[i], got[i], tolerance(typ, scale*4)+1e-4, "%s %s %s active %v out %d", lv, typ, act, active, i)
+					}
 				}
 			}
 		}
@@ -169,4 +186,41 @@ func TestFFNBatchMatchesRows(t *testing.T) {
 		}
 	}
 	Fast = false
+}
+
+// Prefill: the batch path (union of the tokens' neurons, several tokens per
+// weight load) against the portable kernels, for every weight type.
+func TestBackendFFNBatch(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	pool := NewPool(2)
+	defer pool.Close()
+	d, nff, T := 256, 300, 7
+	for _, typ := range []DType{F32, F16, Q8_0, Q4_0} {
+		f := &FFN{Gate: randomMatrix(rng, typ, nff, d), Up: randomMatrix(rng, typ, nff, d), Act: "relu"}
+		down := randomMatrix(rng, typ, nff, d)
+		x := randomVec(rng, T*d)
+		actives := make([][]int32, T)
+		for tt := range actives {
+			for i := 0; i < nff; i++ {
+				if rng.IntN(4) == 0 {
+					actives[tt] = append(actives[tt], int32(i))
+				}
+			}
+		}
+		for _, acts := range [][][]int32{nil, actives} {
+			want := make([]float32, T*d)
+			FFNBatch(pool, f, down, x, T, acts, want)
+			var scale float64
+			for _, v := range want {
+				scale = math.Max(scale, math.Abs(float64(v)))
+			}
+			for _, lv := range fastLevels(t) {
+				got := make([]float32, T*d)
+				withFast(lv, func() { FFNBatch(pool, f, down, x, T, acts, got) })
+				for i := range want {
+					require.InDelta(t, want[i], got[i], tolerance(typ, scale*4)+1e-4, "%s %s sparse %v out %d", lv, typ, acts != nil, i)
+				}
+			}
+		}
+	}
 }

@@ -2,22 +2,28 @@ package ops
 
 import (
 	"sync"
+	"sync/atomic"
 
 	"github.com/pinfer/pinfer/ops/avx2"
 )
 
 // The hot loops run on ops/avx2's kernels when the CPU has AVX2, FMA and
-// F16C: whole index lists go to the assembly in one call. For q8_0 and q4_0
-// weights the activations are quantized to q8_0 first, as GGML does, so the
-// fast path differs from the portable one by that rounding. Tests switch
-// Fast off to check the portable kernels, which define each op's meaning.
+// F16C (AVX-512 with VNNI where present): whole index lists go to the
+// assembly in one call. For q4_0 weights the activations are quantized to
+// q8_0 first, as GGML does, so the fast path differs from the portable one
+// by that rounding; q8_0 weights meet f32 activations, widened in registers.
+// Tests switch Fast off to check the portable kernels, which define each
+// op's meaning.
 
 // Fast selects the vector kernels.
 var Fast = avx2.Available
 
 // Backend names the CPU kernels in use, for reports.
 func Backend() string {
-	if Fast {
+	switch {
+	case Fast && avx2.AVX512:
+		return "CPU (AVX-512)"
+	case Fast:
 		return "CPU (AVX2)"
 	}
 	return "CPU (Go)"
@@ -26,49 +32,54 @@ func Backend() string {
 // Sum adds x up with the fastest kernel: the streaming-read probe.
 func Sum(x []float32) float32 { return avx2.Sum(x) }
 
-// fastType: q8_0 weights stay on the portable path for now. Their vector
-// kernel rounds the activations to q8_0 too, and that second rounding moves
-// the Shakespeare fixture's greedy ids off the f32 file's within 16 tokens;
-// a q8_0 × f32 kernel is the fix.
+// fastType: q8_0 weights meet f32 activations (GatherQ8_0F32): rounding
+// the activations to q8_0 as well moved the Shakespeare fixture's greedy ids
+// off the f32 file's within 16 tokens.
 func fastType(t DType) bool {
-	return Fast && (t == F32 || t == F16 || t == Q4_0)
+	return Fast && (t == F32 || t == F16 || t == Q4_0 || t == Q8_0)
 }
 
 // quantized reports whether the fast kernels want q8_0 activations.
-func quantized(t DType) bool { return t == Q8_0 || t == Q4_0 }
+func quantized(t DType) bool { return t == Q4_0 }
 
-// q8Bufs recycles activation quantization buffers across calls.
-var q8Bufs = sync.Pool{New: func() any { return new([]byte) }}
+// actsPool recycles quantized activations across calls.
+var actsPool = sync.Pool{New: func() any { return new(avx2.Acts) }}
 
-// quantizeX returns x as q8_0 blocks for quantized weights, else nil.
-func quantizeX(t DType, x []float32, cols, T int) ([]byte, func()) {
+// quantizeX returns x's T rows prepared for quantized weights, else nil;
+// put it back with releaseX.
+func quantizeX(t DType, x []float32, cols, T int) *avx2.Acts {
 	if !quantized(t) {
-		return nil, func() {}
+		return nil
 	}
-	bp := q8Bufs.Get().(*[]byte)
-	rb := cols / 32 * 34
-	if cap(*bp) < rb*T {
-		*bp = make([]byte, rb*T)
-	}
-	xq := (*bp)[:rb*T]
-	for i := 0; i < T; i++ {
-		avx2.QuantizeQ8(xq[i*rb:(i+1)*rb], x[i*cols:(i+1)*cols])
-	}
-	return xq, func() { q8Bufs.Put(bp) }
+	a := actsPool.Get().(*avx2.Acts)
+	a.Set(x, cols, T)
+	return a
 }
 
-// gather sets out[k] = row(rows[k]) · x (rows nil: rows 0..len(out)-1 of w).
-// xq is x quantized, for quantized types.
-func gather(t DType, out []float32, w []byte, cols int, rows []int32, x []float32, xq []byte) {
-	switch t {
-	case F32:
-		avx2.GatherF32(out, w, cols, rows, x)
-	case F16:
-		avx2.GatherF16(out, w, cols, rows, x)
-	case Q8_0:
-		avx2.GatherQ8_0(out, w, cols, rows, xq)
-	case Q4_0:
-		avx2.GatherQ4_0(out, w, cols, rows, xq)
+func releaseX(a *avx2.Acts) {
+	if a != nil {
+		actsPool.Put(a)
+	}
+}
+
+// gatherT sets out[t*ldo+k] = row(ids[k]) · x_t for the T tokens of x (or
+// of a, for quantized types). ldo is unused when T == 1.
+func gatherT(t DType, out []float32, ldo int, w []byte, cols int, ids []int32, x []float32, T int, a *avx2.Acts) {
+	if t == Q4_0 {
+		avx2.GatherQ4_0Acts(out, max(ldo, len(ids)), w, ids, a)
+		return
+	}
+	n := len(ids)
+	for i := 0; i < T; i++ {
+		o, xt := out[i*ldo:][:n], x[i*cols:(i+1)*cols]
+		switch t {
+		case F32:
+			avx2.GatherF32(o, w, cols, ids, xt)
+		case F16:
+			avx2.GatherF16(o, w, cols, ids, xt)
+		case Q8_0:
+			avx2.GatherQ8_0F32(o, w, cols, ids, xt)
+		}
 	}
 }
 
@@ -86,31 +97,73 @@ func axpyRows(t DType, y []float32, w []byte, cols int, rows []int32, coef []flo
 	}
 }
 
-// matMulFast splits the rows over the pool. With several tokens, each
-// worker walks its rows in tiles small enough to stay in cache while every
-// token is multiplied by them, so the weights stream from memory once.
+// matMulFast splits the rows over the pool. Each worker hands its whole
+// range to the kernels: q4_0 multiplies up to four tokens per weight load
+// in registers; for the other types, with several tokens, it walks its rows
+// in tiles small enough to stay in cache while every token uses them, so
+// the weights stream from memory once.
 func matMulFast(p *Pool, out []float32, m *Matrix, x []float32, T int) {
 	rows, cols, rb := m.Rows, m.Cols, m.rowBytes()
-	xq, done := quantizeX(m.Type, x, cols, T)
-	defer done()
-	qb := cols / 32 * 34
-	tile := max(1, (64<<10)/rb)
-	p.Run(rows, func(lo, hi int) {
-		for r0 := lo; r0 < hi; r0 += tile {
-			r1 := min(hi, r0+tile)
-			w := m.Data[r0*rb : r1*rb]
-			for t := 0; t < T; t++ {
-				var xt []float32
-				var xqt []byte
-				if xq != nil {
-					xqt = xq[t*qb : (t+1)*qb]
-				} else {
-					xt = x[t*cols : (t+1)*cols]
-				}
-				gather(m.Type, out[t*rows+r0:t*rows+r1], w, cols, nil, xt, xqt)
-			}
-		}
-	})
+	a := quantizeX(m.Type, x, cols, T)
+	defer releaseX(a)
+	ids := iota32(rows)
+	tile := rows
+	if T > 1 && m.Type != Q4_0 {
+		tile = max(1, (64<<10)/rb)
+	}
+	j := matJobs.Get().(*matJob)
+	*j = matJob{m: m, out: out, x: x, T: T, a: a, ids: ids, tile: tile}
+	p.Share(rows, sharePieces*p.Threads(), j)
+	*j = matJob{}
+	matJobs.Put(j)
+}
+
+// sharePieces is how many pieces per thread Pool.Share cuts a mat-vec or an
+// FFN into: enough that a late thread's share is small, few enough that
+// each piece still hands its kernel a long list of rows.
+const sharePieces = 4
+
+// matJob carries a matMulFast call to the workers; pooled, so that a call
+// allocates nothing.
+type matJob struct {
+	m       *Matrix
+	out, x  []float32
+	T, tile int
+	a       *avx2.Acts
+	ids     []int32
+}
+
+var matJobs = sync.Pool{New: func() any { return new(matJob) }}
+
+func (j *matJob) Run(lo, hi int) {
+	m := j.m
+	for r0 := lo; r0 < hi; r0 += j.tile {
+		r1 := min(hi, r0+j.tile)
+		gatherT(m.Type, j.out[r0:], m.Rows, m.Data, m.Cols, j.ids[r0:r1], j.x, j.T, j.a)
+	}
+}
+
+// iota32 returns 0..n-1 from a shared, growing table.
+var (
+	iotaTab  atomic.Pointer[[]int32]
+	iotaGrow sync.Mutex
+)
+
+func iota32(n int) []int32 {
+	if t := iotaTab.Load(); t != nil && len(*t) >= n {
+		return (*t)[:n]
+	}
+	iotaGrow.Lock()
+	defer iotaGrow.Unlock()
+	if t := iotaTab.Load(); t != nil && len(*t) >= n {
+		return (*t)[:n]
+	}
+	t := make([]int32, max(n, 1<<14))
+	for i := range t {
+		t[i] = int32(i)
+	}
+	iotaTab.Store(&t)
+	return t[:n]
 }
 
 func fastAvailable() bool { return avx2.Available }

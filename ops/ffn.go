@@ -1,6 +1,11 @@
 package ops
 
-import "sync"
+import (
+	"slices"
+	"sync"
+
+	"github.com/pinfer/pinfer/ops/avx2"
+)
 
 // The FFN over chosen neurons, for one token (decode) or many (prefill).
 // With several tokens the neurons chosen for any of them (the union) are
@@ -10,7 +15,8 @@ import "sync"
 // to the dense one.
 
 // ffnTile is the number of neurons whose rows stay in cache while every token
-// of a batch uses them.
+// of a batch uses them. One token reuses nothing, so it takes its whole
+// share in one tile: the kernels then prefetch across the whole list.
 const ffnTile = 64
 
 // FFNBatch adds the FFN output of T tokens (rows of x) to out (T rows of
@@ -28,79 +34,108 @@ func FFNBatch(pool *Pool, f *FFN, down *Matrix, x []float32, T int, actives [][]
 			actives = cold
 		}
 	}
-	d, nff := f.Gate.Cols, f.Gate.Rows
-	ids := union(actives, T, nff)
-	n := nff
-	if ids != nil {
-		n = len(ids)
-	}
-	fast := fastType(f.Gate.Type) && (f.Up == nil || f.Up.Type == f.Gate.Type) && fastType(down.Type)
-	var xq []byte
-	if fast {
-		var done func()
-		xq, done = quantizeX(f.Gate.Type, x, d, T)
-		defer done()
-	}
-	qb := d / 32 * 34
-	var mu sync.Mutex
-	var parts []*ffnScratch
-	pool.Run(n, func(lo, hi int) {
-		s := ffnBufs.Get().(*ffnScratch)
-		s.acc = growF(s.acc, T*down.Cols)
-		clear(s.acc)
-		for t0 := lo; t0 < hi; t0 += ffnTile {
-			t1 := min(hi, t0+ffnTile)
-			s.ids = s.ids[:0]
-			for k := t0; k < t1; k++ {
-				if ids != nil {
-					s.ids = append(s.ids, ids[k])
-				} else {
-					s.ids = append(s.ids, int32(k))
-				}
-			}
-			k := len(s.ids)
-			s.g, s.u = growF(s.g, k), growF(s.u, k)
-			for t := 0; t < T; t++ {
-				xt := x[t*d : (t+1)*d]
-				var xqt []byte
-				if xq != nil {
-					xqt = xq[t*qb : (t+1)*qb]
-				}
-				gatherAny(fast, f.Gate, s.g, s.ids, xt, xqt)
-				if f.Up != nil {
-					gatherAny(fast, f.Up, s.u, s.ids, xt, xqt)
-				}
-				for j, id := range s.ids {
-					g, u := s.g[j], float32(1)
-					if f.GateBias != nil {
-						g += f.GateBias[id]
-					}
-					if f.Up != nil {
-						u = s.u[j]
-					}
-					s.g[j] = FFNActivation(f.Act, f.Threshold, g, u)
-				}
-				axpyAny(fast, down, s.acc[t*down.Cols:(t+1)*down.Cols], s.ids, s.g)
-			}
-		}
-		mu.Lock()
-		parts = append(parts, s)
-		mu.Unlock()
-	})
-	// Each worker summed into its own partial; add them up now.
-	for _, s := range parts {
-		Axpy(out[:T*down.Cols], 1, s.acc)
-		ffnBufs.Put(s)
-	}
+	ffnCPU(pool, f, down, x, T, union(actives, T, f.Gate.Rows), out)
 }
 
 // FFNRow is FFNBatch for one token.
 func FFNRow(pool *Pool, f *FFN, down *Matrix, x []float32, active []int32, out []float32) {
-	var actives [][]int32
-	if active != nil {
-		actives = [][]int32{active}
+	if Device != nil {
+		var actives [][]int32
+		if active != nil {
+			actives = [][]int32{active}
+		}
+		FFNBatch(pool, f, down, x, 1, actives, out)
+		return
 	}
-	FFNBatch(pool, f, down, x, 1, actives, out)
+	ffnCPU(pool, f, down, x, 1, active, out)
+}
+
+// ffnCPU computes neurons ids (nil: all) for the T tokens of x.
+func ffnCPU(pool *Pool, f *FFN, down *Matrix, x []float32, T int, ids []int32, out []float32) {
+	if ids == nil {
+		ids = iota32(f.Gate.Rows)
+	}
+	if len(ids) == 0 {
+		return
+	}
+	j := ffnJobs.Get().(*ffnJob)
+	*j = ffnJob{f: f, down: down, x: x, T: T, ids: ids, parts: j.parts[:0]}
+	j.fast = fastType(f.Gate.Type) && (f.Up == nil || f.Up.Type == f.Gate.Type) && fastType(down.Type)
+	if j.fast {
+		j.a = quantizeX(f.Gate.Type, x, f.Gate.Cols, T)
+	}
+	pool.Share(len(ids), sharePieces*pool.Threads(), j)
+	// Each piece summed into its own partial; add them up now, in the
+	// pieces' order, so that the result does not depend on timing.
+	slices.SortFunc(j.parts, func(a, b *ffnScratch) int { return a.lo - b.lo })
+	for _, s := range j.parts {
+		Axpy(out[:T*down.Cols], 1, s.acc)
+		ffnBufs.Put(s)
+	}
+	releaseX(j.a)
+	clear(j.parts)
+	*j = ffnJob{parts: j.parts[:0]}
+	ffnJobs.Put(j)
+}
+
+// ffnJob is one FFN call as the workers see it; pooled, with its parts
+// slice, so that a decode step allocates nothing here.
+type ffnJob struct {
+	f     *FFN
+	down  *Matrix
+	x     []float32
+	T     int
+	ids   []int32
+	fast  bool
+	a     *avx2.Acts
+	mu    sync.Mutex
+	parts []*ffnScratch
+}
+
+var ffnJobs = sync.Pool{New: func() any { return new(ffnJob) }}
+
+func (j *ffnJob) Run(lo, hi int) {
+	f, down, T := j.f, j.down, j.T
+	s := ffnBufs.Get().(*ffnScratch)
+	s.lo = lo
+	s.acc = growF(s.acc, T*down.Cols)
+	clear(s.acc)
+	tile := hi - lo
+	if T > 1 {
+		tile = ffnTile
+	}
+	for t0 := lo; t0 < hi; t0 += tile {
+		ids := j.ids[t0:min(hi, t0+tile)]
+		k := len(ids)
+		s.g, s.u = growF(s.g, T*k), growF(s.u, T*k)
+		gatherAll(j.fast, f.Gate, s.g, ids, j.x, T, j.a)
+		if f.Up != nil {
+			gatherAll(j.fast, f.Up, s.u, ids, j.x, T, j.a)
+		}
+		for t := 0; t < T; t++ {
+			g, u := s.g[t*k:(t+1)*k], s.u[t*k:(t+1)*k]
+			for i, id := range ids {
+				gi, ui := g[i], float32(1)
+				if f.GateBias != nil {
+					gi += f.GateBias[id]
+				}
+				if f.Up != nil {
+					ui = u[i]
+				}
+				g[i] = FFNActivation(f.Act, f.Threshold, gi, ui)
+			}
+		}
+		if j.fast && down.Type == Q4_0 && T > 1 {
+			avx2.AxpyQ4_0T(s.acc, down.Cols, down.Data, down.Cols, ids, s.g, k, T)
+			continue
+		}
+		for t := 0; t < T; t++ {
+			axpyAny(j.fast, down, s.acc[t*down.Cols:(t+1)*down.Cols], ids, s.g[t*k:(t+1)*k])
+		}
+	}
+	j.mu.Lock()
+	j.parts = append(j.parts, s)
+	j.mu.Unlock()
 }
 
 // union merges sorted id lists; nil if any is nil (all neurons).
@@ -131,7 +166,7 @@ func union(actives [][]int32, T, n int) []int32 {
 
 // ffnScratch is one worker's buffers.
 type ffnScratch struct {
-	ids       []int32
+	lo        int // the piece it summed
 	g, u, acc []float32
 }
 
@@ -144,14 +179,19 @@ func growF(b []float32, n int) []float32 {
 	return b[:n]
 }
 
-// gatherAny sets out[k] = row(ids[k]) · x, on the vector kernels when fast.
-func gatherAny(fast bool, m *Matrix, out []float32, ids []int32, x []float32, xq []byte) {
+// gatherAll sets out[t*len(ids)+k] = row(ids[k]) · x_t for the T tokens, on
+// the vector kernels when fast.
+func gatherAll(fast bool, m *Matrix, out []float32, ids []int32, x []float32, T int, a *avx2.Acts) {
+	k := len(ids)
 	if fast {
-		gather(m.Type, out, m.Data, m.Cols, ids, x, xq)
+		gatherT(m.Type, out, k, m.Data, m.Cols, ids, x, T, a)
 		return
 	}
-	for k, i := range ids {
-		out[k] = m.DotRow(int(i), x)
+	for t := 0; t < T; t++ {
+		xt := x[t*m.Cols : (t+1)*m.Cols]
+		for i, id := range ids {
+			out[t*k+i] = m.DotRow(int(id), xt)
+		}
 	}
 }
 

@@ -137,19 +137,25 @@ func BenchmarkMatVec(b *testing.B) {
 	out := make([]float32, rows)
 	p := NewPool(runtime.NumCPU())
 	defer p.Close()
-	for _, dt := range []DType{F32, F16, Q8_0, Q4_0} {
-		b.Run(dt.String(), func(b *testing.B) {
-			rb, _ := dt.RowBytes(cols)
-			data := make([]byte, rows*rb)
-			require.NoError(b, Quantize(dt, data, w))
-			m, err := NewMatrix(dt, rows, cols, data)
-			require.NoError(b, err)
-			b.SetBytes(int64(len(m.Data)))
-			b.ResetTimer()
-			for range b.N {
-				MatMul(p, out, m, x, 1)
-			}
-		})
+	// The portable kernels side by side with what MatMul runs by default
+	// (the vector kernels where the CPU has them), so a speed-up is measured.
+	for _, path := range []string{"portable", "default"} {
+		for _, dt := range []DType{F32, F16, Q8_0, Q4_0} {
+			b.Run(path+"/"+dt.String(), func(b *testing.B) {
+				Fast = path == "default" && fastAvailable()
+				defer func() { Fast = false }()
+				rb, _ := dt.RowBytes(cols)
+				data := make([]byte, rows*rb)
+				require.NoError(b, Quantize(dt, data, w))
+				m, err := NewMatrix(dt, rows, cols, data)
+				require.NoError(b, err)
+				b.SetBytes(int64(len(m.Data)))
+				b.ResetTimer()
+				for range b.N {
+					MatMul(p, out, m, x, 1)
+				}
+			})
+		}
 	}
 }
 

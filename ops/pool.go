@@ -3,6 +3,7 @@ package ops
 import (
 	"runtime"
 	"sync"
+	"sync/atomic"
 )
 
 // Pool runs coarse work (a whole mat-vec, a whole FFN) on a fixed set of
@@ -10,15 +11,34 @@ import (
 // stall for milliseconds at the tail, which costs more than a wake-up.
 type Pool struct {
 	threads int
-	work    []chan task // one per helper, so chunk k always lands on the same goroutine
+	work    []chan piece // one per helper, so chunk k always lands on the same goroutine
 	once    sync.Once
 	done    sync.WaitGroup
+	mu      sync.Mutex     // one Do at a time: they share wg and the fields below
+	wg      sync.WaitGroup // the current Do's helpers
+
+	// The current Share: its job, range, piece count and next piece.
+	sj     Job
+	sn, sk int
+	next   atomic.Int64
 }
 
-type task struct {
-	f      func(lo, hi int)
+// A Job is work over [0,n) that Pool.Do splits into contiguous chunks.
+// Passing a pointer to a reused struct keeps a call free of allocations,
+// which a closure capturing its caller's variables is not.
+type Job interface {
+	Run(lo, hi int)
+}
+
+// funcJob adapts a function to Job; a func value fits in an interface
+// without allocating.
+type funcJob func(lo, hi int)
+
+func (f funcJob) Run(lo, hi int) { f(lo, hi) }
+
+type piece struct {
+	j      Job // nil: take pieces of the current Share
 	lo, hi int
-	wg     *sync.WaitGroup
 }
 
 // NewPool starts a pool of threads workers, counting the caller's goroutine
@@ -29,7 +49,7 @@ func NewPool(threads int) *Pool {
 	}
 	p := &Pool{threads: threads}
 	for i := 1; i < threads; i++ {
-		c := make(chan task, 1)
+		c := make(chan piece, 1)
 		p.work = append(p.work, c)
 		p.done.Add(1)
 		go p.worker(c)
@@ -37,11 +57,15 @@ func NewPool(threads int) *Pool {
 	return p
 }
 
-func (p *Pool) worker(c chan task) {
+func (p *Pool) worker(c chan piece) {
 	defer p.done.Done()
 	for t := range c {
-		t.f(t.lo, t.hi)
-		t.wg.Done()
+		if t.j == nil {
+			p.drain()
+		} else {
+			t.j.Run(t.lo, t.hi)
+		}
+		p.wg.Done()
 	}
 }
 
@@ -55,23 +79,64 @@ func (p *Pool) Threads() int {
 
 // Run calls f on contiguous chunks covering [0,n), one per worker, the first
 // on the caller's goroutine, and returns when all are done. f must not call
-// Run on the same pool, and Run must not race with Close.
-func (p *Pool) Run(n int, f func(lo, hi int)) {
+// Run on the same pool, and Run must not race with Close; concurrent Runs
+// take turns.
+func (p *Pool) Run(n int, f func(lo, hi int)) { p.Do(n, funcJob(f)) }
+
+// Do is Run for a Job.
+func (p *Pool) Do(n int, j Job) {
 	if n <= 0 {
 		return
 	}
 	k := min(p.Threads(), n)
 	if k == 1 {
-		f(0, n)
+		j.Run(0, n)
 		return
 	}
-	var wg sync.WaitGroup
-	wg.Add(k - 1)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.wg.Add(k - 1)
 	for i := 1; i < k; i++ {
-		p.work[i-1] <- task{f: f, lo: i * n / k, hi: (i + 1) * n / k, wg: &wg}
+		p.work[i-1] <- piece{j: j, lo: i * n / k, hi: (i + 1) * n / k}
 	}
-	f(0, n/k)
-	wg.Wait()
+	j.Run(0, n/k)
+	p.wg.Wait()
+}
+
+// Share is Do with [0,n) cut into pieces (at least one per worker) that
+// the workers take in turn as they become free, so that one that starts
+// late (a helper's wake-up, a CPU taken by another process) does less of
+// the work instead of holding up the rest. Pieces are contiguous and in
+// order; j.Run may run several times on one goroutine.
+func (p *Pool) Share(n, pieces int, j Job) {
+	k := min(p.Threads(), n)
+	if k <= 1 {
+		if n > 0 {
+			j.Run(0, n)
+		}
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.sj, p.sn, p.sk = j, n, min(n, max(pieces, k))
+	p.next.Store(0)
+	p.wg.Add(k - 1)
+	for i := 1; i < k; i++ {
+		p.work[i-1] <- piece{}
+	}
+	p.drain()
+	p.wg.Wait()
+	p.sj = nil
+}
+
+func (p *Pool) drain() {
+	for {
+		c := int(p.next.Add(1) - 1)
+		if c >= p.sk {
+			return
+		}
+		p.sj.Run(c*p.sn/p.sk, (c+1)*p.sn/p.sk)
+	}
 }
 
 // Close stops the workers; later Runs execute inline. Safe to call twice.

@@ -84,3 +84,40 @@ func TestPoolConcurrentRuns(t *testing.T) {
 		assert.Equal(t, 200*30, s)
 	}
 }
+
+// Share covers the range once with contiguous pieces, whoever runs them,
+// and lets a busy worker's pieces go to the others.
+func TestPoolShare(t *testing.T) {
+	for _, threads := range []int{1, 2, 3} {
+		p := NewPool(threads)
+		for _, n := range []int{0, 1, 2, 7, 100, 1001} {
+			for _, pieces := range []int{0, 1, 4, 9, 5000} {
+				var mu sync.Mutex
+				var chunks [][2]int
+				hits := make([]int, n)
+				p.Share(n, pieces, funcJob(func(lo, hi int) {
+					for i := lo; i < hi; i++ {
+						hits[i]++
+					}
+					mu.Lock()
+					chunks = append(chunks, [2]int{lo, hi})
+					mu.Unlock()
+				}))
+				for i, h := range hits {
+					require.Equal(t, 1, h, "threads=%d n=%d pieces=%d index %d", threads, n, pieces, i)
+				}
+				sort.Slice(chunks, func(i, j int) bool { return chunks[i][0] < chunks[j][0] })
+				for i, c := range chunks {
+					assert.Less(t, c[0], c[1], "empty piece")
+					if i > 0 {
+						assert.Equal(t, chunks[i-1][1], c[0], "contiguous")
+					}
+				}
+				if n > 0 && threads > 1 {
+					assert.Len(t, chunks, min(n, max(pieces, min(threads, n))))
+				}
+			}
+		}
+		p.Close()
+	}
+}

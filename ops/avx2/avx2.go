@@ -1,8 +1,11 @@
 // Package avx2 holds the CPU kernels of the hot loops: mat-vec over a gathered
 // set of rows, sparse axpy over rows, dot, for f32, f16, q8_0 and q4_0
 // weights in GGML layouts. On amd64 they are AVX2+FMA+F16C assembly generated
-// by ../../_asm with avo; elsewhere, with -tags purego, or on a CPU without
-// those extensions, the same API runs in plain Go.
+// by ../../_asm with avo; where the CPU has AVX-512 (F, BW, VL, VBMI, VNNI)
+// the quantized kernels, the several-token ones (GatherQ4_0Acts, AxpyQ4_0T)
+// and the q8_0 × f32 gather run hand-written AVX-512 instead
+// (kernels512_amd64.s, see AVX512); elsewhere, with -tags purego, or on a
+// CPU without those extensions, the same API runs in plain Go.
 //
 // Weights are raw row bytes: f32 cols*4, f16 cols*2, q8_0 cols/32*34 (f16 d,
 // 32 int8), q4_0 cols/32*18 (f16 d, 16 bytes: element j<16 is the low nibble
@@ -83,6 +86,10 @@ func GatherQ8_0(out []float32, w []byte, cols int, rows []int32, xq []byte) {
 		goGatherQ8(out, w, cols/32, ids, xq)
 		return
 	}
+	if AVX512 {
+		gatherQ8vnni(out, w, cols/32, ids, xq)
+		return
+	}
 	gatherQ8_0(&out[0], unsafe.SliceData(w), cols/32*q8Block, &ids[0], len(out), unsafe.SliceData(xq), cols/32)
 }
 
@@ -100,15 +107,19 @@ func GatherQ4_0(out []float32, w []byte, cols int, rows []int32, xq []byte) {
 	}
 	nblk := cols / 32
 	xs := q4Scratch.Get().(*[]byte)
-	if need := (nblk + 1) / 2 * 128; len(*xs) < need {
-		*xs = make([]byte, need)
+	if AVX512 {
+		*xs = grow(*xs, xsBytes(nblk))
+		prepare(*xs, xq, nblk)
+		gatherPrepared(out, w, nblk*q4Block, ids, *xs, nblk)
+	} else {
+		*xs = grow(*xs, (nblk+1)/2*128)
+		gatherQ4_0(&out[0], unsafe.SliceData(w), nblk*q4Block, &ids[0], len(out), unsafe.SliceData(xq), nblk, &(*xs)[0])
 	}
-	gatherQ4_0(&out[0], unsafe.SliceData(w), nblk*q4Block, &ids[0], len(out), unsafe.SliceData(xq), nblk, &(*xs)[0])
 	q4Scratch.Put(xs)
 }
 
-// q4Scratch holds the per-call x tables of the q4_0 gather (128 bytes per
-// pair of blocks), pooled so that steady-state calls allocate nothing.
+// q4Scratch holds the per-call x tables of the q4_0 gather, pooled so that
+// steady-state calls allocate nothing.
 var q4Scratch = sync.Pool{New: func() any { return new([]byte) }}
 
 // AxpyF32 adds Σ_k coef[k]*row(rows[k]) to y (len cols); nil rows means
@@ -177,6 +188,10 @@ func AxpyQ4_0(y []float32, w []byte, cols int, rows []int32, coef []float32) {
 		goAxpyQ4(y, w, cols/32, ids, coef)
 		return
 	}
+	if AVX512 {
+		axpyQ4v(&y[0], unsafe.SliceData(w), cols/32*q4Block, &ids[0], len(ids), &coef[0], cols/32)
+		return
+	}
 	axpyQ4_0(&y[0], unsafe.SliceData(w), cols/32*q4Block, &ids[0], len(ids), &coef[0], cols/32)
 }
 
@@ -217,6 +232,16 @@ func QuantizeQ8(dst []byte, x []float32) {
 	}
 	if len(dst) != len(x)/32*q8Block {
 		panic(fmt.Sprintf("avx2.QuantizeQ8: len(dst)=%d, want %d", len(dst), len(x)/32*q8Block))
+	}
+	quantize(dst, x)
+}
+
+// quantize is QuantizeQ8 unchecked: the AVX-512 kernel or the portable one,
+// which round alike.
+func quantize(dst []byte, x []float32) {
+	if AVX512 && Available && len(x) > 0 {
+		quantQ8v(&dst[0], &x[0], len(x)/32)
+		return
 	}
 	quantizeQ8(dst, x)
 }

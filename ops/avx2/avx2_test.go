@@ -14,8 +14,38 @@ import (
 
 var (
 	denseCols = []int{1, 3, 7, 8, 9, 15, 16, 17, 31, 33, 100, 4096 + 3}
-	quantCols = []int{32, 64, 96, 4096 + 32}
+	quantCols = []int{32, 64, 96, 128, 160, 4096 + 32, 4096 + 64, 4096 + 96}
 )
+
+// paths are the kernel sets this CPU can run: the portable Go, AVX2 and
+// AVX-512. Every reference test runs on each.
+func paths() []string {
+	p := []string{"go"}
+	if hasAVX2 {
+		p = append(p, "avx2")
+	}
+	if has512Init {
+		p = append(p, "avx512")
+	}
+	return p
+}
+
+// What init detected; TestMain records it before any test toggles it.
+var hasAVX2, has512Init bool
+
+// onPath selects a kernel set for the duration of f.
+func onPath(p string, f func()) {
+	Available, AVX512 = p != "go" && hasAVX2, p == "avx512"
+	defer func() { Available, AVX512 = hasAVX2, has512Init }()
+	f()
+}
+
+// forPaths runs f as a subtest per path.
+func forPaths(t *testing.T, f func(t *testing.T)) {
+	for _, p := range paths() {
+		t.Run(p, func(t *testing.T) { onPath(p, func() { f(t) }) })
+	}
+}
 
 func colsFor(k kind) []int {
 	if k == kF32 || k == kF16 {
@@ -33,7 +63,8 @@ func relTol(k kind) float64 {
 }
 
 func TestMain(m *testing.M) {
-	fmt.Printf("avx2.Available = %v\n", Available)
+	hasAVX2, has512Init = Available, AVX512
+	fmt.Printf("avx2.Available = %v, AVX512 = %v\n", Available, AVX512)
 	os.Exit(m.Run())
 }
 
@@ -123,8 +154,13 @@ func TestGather(t *testing.T) {
 					for i := range out {
 						out[i] = float32(math.NaN()) // must be overwritten
 					}
-					xr := gather(k, out, w, cols, rows, x)
-					checkGatherRef(t, k, out, w, cols, rows, xr)
+					forPaths(t, func(t *testing.T) {
+						for i := range out {
+							out[i] = float32(math.NaN())
+						}
+						xr := gather(k, out, w, cols, rows, x)
+						checkGatherRef(t, k, out, w, cols, rows, xr)
+					})
 				})
 			}
 		}
@@ -183,9 +219,11 @@ func TestAxpy(t *testing.T) {
 					}
 					coef := randVec(r, n)
 					y0 := randVec(r, cols)
-					y := append(make([]float32, 0, cols), y0...)
-					axpy(k, y, w, cols, rows, coef)
-					checkAxpyRef(t, k, y, y0, w, cols, rows, coef)
+					forPaths(t, func(t *testing.T) {
+						y := append(make([]float32, 0, cols), y0...)
+						axpy(k, y, w, cols, rows, coef)
+						checkAxpyRef(t, k, y, y0, w, cols, rows, coef)
+					})
 				})
 			}
 		}
@@ -208,7 +246,48 @@ func TestDotAndSum(t *testing.T) {
 	}
 }
 
-func TestQuantizeQ8(t *testing.T) {
+func TestQuantizeQ8(t *testing.T) { forPaths(t, testQuantizeQ8) }
+
+// The paths must round alike, ties and zero blocks included: the kernels
+// of one model may run on either.
+func TestQuantizeQ8Paths(t *testing.T) {
+	r := rand.New(rand.NewPCG(15, 16))
+	x := randVec(r, 32*400)
+	for b := 0; b < 400; b++ {
+		blk := x[32*b : 32*b+32]
+		switch b % 4 {
+		case 1: // exact halves of the step: ties
+			for j := range blk {
+				blk[j] = float32(r.IntN(255)-127) / 2 * 0.02
+			}
+			blk[0] = 2.54
+		case 2:
+			clear(blk)
+		case 3:
+			for j := range blk {
+				blk[j] *= 1e-30
+			}
+		}
+	}
+	var want []byte
+	for _, p := range paths() {
+		onPath(p, func() {
+			q := make([]byte, len(x)/32*34)
+			QuantizeQ8(q, x)
+			if want == nil {
+				want = q
+				return
+			}
+			for i := range q {
+				if q[i] != want[i] {
+					t.Fatalf("%s: byte %d (block %d) is %#x, the %s path's %#x", p, i, i/34, q[i], paths()[0], want[i])
+				}
+			}
+		})
+	}
+}
+
+func testQuantizeQ8(t *testing.T) {
 	// Hand-computed block: amax 2.54 gives d = 0.02 and q = x/0.02.
 	x := make([]float32, 32)
 	x[0], x[1], x[2], x[3], x[31] = 2.54, -1.27, 0.01, 0.03, -0.05
@@ -296,8 +375,10 @@ func TestMisusePanics(t *testing.T) {
 // The assembly must stay VEX-encodable (AVX2 only): avo's allocator would
 // otherwise reach for X16-X31 and the opmask registers of AVX-512.
 func TestAsmRegisters(t *testing.T) {
-	src, err := os.ReadFile("kernels_amd64.s")
-	require.NoError(t, err)
-	bad := regexp.MustCompile(`\b([XYZ](1[6-9]|2[0-9]|3[01])|Z[0-9]+|K[1-7])\b`).FindAll(src, 5)
-	assert.Empty(t, bad, "AVX-512 registers in kernels_amd64.s")
+	for _, f := range []string{"kernels_amd64.s", "kernels_q8f_amd64.s"} {
+		src, err := os.ReadFile(f)
+		require.NoError(t, err)
+		bad := regexp.MustCompile(`\b([XYZ](1[6-9]|2[0-9]|3[01])|Z[0-9]+|K[1-7])\b`).FindAll(src, 5)
+		assert.Empty(t, bad, "AVX-512 registers in %s", f)
+	}
 }

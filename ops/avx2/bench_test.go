@@ -92,26 +92,25 @@ func benchRowSet(pct int) [][]int32 {
 	return sets
 }
 
-// withPath runs fn with the assembly ("avx2") or with the portable Go kernels
-// ("naive"), by switching Available for the duration.
+// withPath runs fn on every kernel set: the portable Go ("naive"), AVX2
+// and AVX-512 (see paths).
 func withPath(b *testing.B, bytes int64, fn func(b *testing.B)) {
-	paths := []string{"naive"}
-	if Available {
-		paths = append(paths, "avx2")
-	}
-	for _, p := range paths {
-		b.Run(p, func(b *testing.B) {
-			saved := Available
-			Available = p == "avx2"
-			defer func() { Available = saved }()
-			b.SetBytes(bytes)
-			lockThread()
-			defer unlockThread()
-			t0 := threadCPU()
-			fn(b)
-			if cpu := threadCPU() - t0; cpu > 0 {
-				b.ReportMetric(float64(bytes)*float64(b.N)/cpu.Seconds()/1e6, "cpuMB/s")
-			}
+	for _, p := range paths() {
+		name := p
+		if p == "go" {
+			name = "naive"
+		}
+		b.Run(name, func(b *testing.B) {
+			onPath(p, func() {
+				b.SetBytes(bytes)
+				lockThread()
+				defer unlockThread()
+				t0 := threadCPU()
+				fn(b)
+				if cpu := threadCPU() - t0; cpu > 0 {
+					b.ReportMetric(float64(bytes)*float64(b.N)/cpu.Seconds()/1e6, "cpuMB/s")
+				}
+			})
 		})
 	}
 }
@@ -211,6 +210,88 @@ func BenchmarkGatherHot(b *testing.B) {
 					case kQ4:
 						GatherQ4_0(out, w, benchCols, nil, xq)
 					}
+				}
+			})
+		})
+	}
+}
+
+// BenchmarkGatherQ8F32: q8_0 rows times f32 activations (no rounding of x).
+func BenchmarkGatherQ8F32(b *testing.B) {
+	r := rand.New(rand.NewPCG(1, 1))
+	x := randVec(r, benchCols)
+	out := make([]float32, benchRows)
+	for _, pct := range benchPcts {
+		b.Run(fmt.Sprintf("%dpct", pct), func(b *testing.B) {
+			m := benchMatrix(kQ8)
+			sets := benchRowSet(pct)
+			withPath(b, int64(len(sets[0])*kQ8.rowBytes(benchCols)), func(b *testing.B) {
+				i := 0
+				for b.Loop() {
+					l := i % len(m.layers)
+					i++
+					rows := sets[i%benchSets]
+					GatherQ8_0F32(out[:len(rows)], m.layers[l], benchCols, rows, x)
+				}
+			})
+		})
+	}
+}
+
+// BenchmarkPrefillQ4: all rows of the 11008x4096 q4_0 matrix times T tokens,
+// the prefill mat-mat; MB/s counts weight bytes once per token, so it
+// compares with BenchmarkGather/q4_0/100pct as per-token throughput.
+func BenchmarkPrefillQ4(b *testing.B) {
+	r := rand.New(rand.NewPCG(4, 4))
+	for _, T := range []int{1, 4, 16} {
+		x := randVec(r, T*benchCols)
+		var a Acts
+		out := make([]float32, T*benchRows)
+		b.Run(fmt.Sprintf("T%d", T), func(b *testing.B) {
+			m := benchMatrix(kQ4)
+			withPath(b, int64(T*benchRows*kQ4.rowBytes(benchCols)), func(b *testing.B) {
+				a.Set(x, benchCols, T)
+				i := 0
+				for b.Loop() {
+					GatherQ4_0Acts(out, benchRows, m.layers[i%len(m.layers)], nil, &a)
+					i++
+				}
+			})
+		})
+	}
+}
+
+// BenchmarkPrefillHot: the prefill kernel on a 64x4096 q4_0 matrix that
+// stays in L2: its compute ceiling.
+func BenchmarkPrefillHot(b *testing.B) {
+	r := rand.New(rand.NewPCG(5, 5))
+	w := randMatrix(r, kQ4, 64, benchCols, 0)
+	for _, T := range []int{1, 4, 16} {
+		x := randVec(r, T*benchCols)
+		var a Acts
+		out := make([]float32, T*64)
+		b.Run(fmt.Sprintf("T%d", T), func(b *testing.B) {
+			withPath(b, int64(T*len(w)), func(b *testing.B) {
+				a.Set(x, benchCols, T)
+				for b.Loop() {
+					GatherQ4_0Acts(out, 64, w, nil, &a)
+				}
+			})
+		})
+	}
+}
+
+// BenchmarkAxpyHot: all rows of a 64x4096 matrix, which stays in L2.
+func BenchmarkAxpyHot(b *testing.B) {
+	r := rand.New(rand.NewPCG(6, 6))
+	coef := randVec(r, 64)
+	y := make([]float32, benchCols)
+	for _, k := range []kind{kQ8, kQ4} {
+		w := randMatrix(r, k, 64, benchCols, 0)
+		b.Run(k.String(), func(b *testing.B) {
+			withPath(b, int64(len(w)), func(b *testing.B) {
+				for b.Loop() {
+					axpy(k, y, w, benchCols, nil, coef)
 				}
 			})
 		})

@@ -6,4 +6,5 @@ import "github.com/klauspost/cpuid/v2"
 
 func init() {
 	Available = cpuid.CPU.Supports(cpuid.AVX2, cpuid.FMA3, cpuid.F16C)
+	AVX512 = Available && has512()
 }

@@ -51,9 +51,13 @@ func FuzzGather(f *testing.F) {
 		if rows == nil {
 			n = nrows
 		}
-		out := make([]float32, n)
-		xr := gather(k, out, w, cols, rows, x)
-		checkGatherRef(t, k, out, w, cols, rows, xr)
+		for _, p := range paths() {
+			onPath(p, func() {
+				out := make([]float32, n)
+				xr := gather(k, out, w, cols, rows, x)
+				checkGatherRef(t, k, out, w, cols, rows, xr)
+			})
+		}
 	})
 }
 
@@ -68,8 +72,12 @@ func FuzzAxpy(f *testing.F) {
 		}
 		coef := randVec(r, n)
 		y0 := randVec(r, cols)
-		y := append([]float32(nil), y0...)
-		axpy(k, y, w, cols, rows, coef)
-		checkAxpyRef(t, k, y, y0, w, cols, rows, coef)
+		for _, p := range paths() {
+			onPath(p, func() {
+				y := append([]float32(nil), y0...)
+				axpy(k, y, w, cols, rows, coef)
+				checkAxpyRef(t, k, y, y0, w, cols, rows, coef)
+			})
+		}
 	})
 }

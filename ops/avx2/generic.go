@@ -129,11 +129,14 @@ func quantizeQ8(dst []byte, x []float32) {
 			amax = max(amax, float32(math.Abs(float64(v))))
 		}
 		d := amax / 127
+		h := floatToHalf(d)
+		// Where d rounds to 0 as f16 the block decodes to 0 whatever q
+		// is, and 1/d may overflow: q = 0 then.
 		var id float32
-		if d != 0 {
+		if h&0x7fff != 0 {
 			id = 1 / d
 		}
-		binary.LittleEndian.PutUint16(db, floatToHalf(d))
+		binary.LittleEndian.PutUint16(db, h)
 		for j, v := range xb {
 			db[2+j] = byte(int8(math.Round(float64(v * id))))
 		}
@@ -212,4 +215,21 @@ func denseRows(n int) []int32 {
 	}
 	iotaTab.Store(&t)
 	return t[:n]
+}
+
+func goGatherQ8F(out []float32, w []byte, nblk int, ids []int32, x []float32) {
+	stride := nblk * q8Block
+	for k, r := range ids {
+		row := w[int(r)*stride:][:stride]
+		var s float64
+		for b := 0; b < nblk; b++ {
+			wb, xb := row[b*q8Block:][:q8Block], x[32*b:][:32]
+			var bs float64
+			for j, v := range xb {
+				bs += float64(int8(wb[2+j])) * float64(v)
+			}
+			s += bs * float64(f16At(wb, 0))
+		}
+		out[k] = float32(s)
+	}
 }

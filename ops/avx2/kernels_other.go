@@ -19,3 +19,26 @@ func gatherQ4_0(out *float32, w *byte, stride int, rows *int32, n int, xq *byte,
 }
 func axpyQ8_0(y *float32, w *byte, stride int, rows *int32, n int, coef *float32, nblk int) { noAsm() }
 func axpyQ4_0(y *float32, w *byte, stride int, rows *int32, n int, coef *float32, nblk int) { noAsm() }
+
+func has512() bool { return false }
+
+func prepQ4x(xs *byte, xq *byte, nblk int) { noAsm() }
+func gatherQ4v(out *float32, w *byte, stride int, rows *int32, n int, xs *byte, ngrp int, m1, m2 uint64) {
+	noAsm()
+}
+func gatherQ4v4(out *float32, ldo int, w *byte, stride int, rows *int32, n int, xs *byte, xstride int, ngrp int) {
+	noAsm()
+}
+func axpyQ4v(y *float32, w *byte, stride int, rows *int32, n int, coef *float32, nblk int)  { noAsm() }
+func gatherQ8f(out *float32, w *byte, stride int, rows *int32, n int, x *float32, nblk int) { noAsm() }
+func axpyQ4x8(y *float32, ldy int, w *byte, stride int, rows *int32, n int, coef *float32, ldc int, nblk int) {
+	noAsm()
+}
+func quantQ8v(dst *byte, x *float32, nblk int) { noAsm() }
+func prepQ8x(xs *byte, xq *byte, nblk int)     { noAsm() }
+func gatherQ8v(out *float32, w *byte, stride int, rows *int32, n int, xs *byte, npair int, m1, m2 uint64) {
+	noAsm()
+}
+func gatherQ8f2(out *float32, w *byte, stride int, rows *int32, n int, x *float32, nblk int) {
+	noAsm()
+}

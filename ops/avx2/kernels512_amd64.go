@@ -1,0 +1,43 @@
+//go:build amd64 && !purego
+
+package avx2
+
+import "github.com/klauspost/cpuid/v2"
+
+// Hand-written in kernels512_amd64.s.
+
+//go:noescape
+func prepQ4x(xs *byte, xq *byte, nblk int)
+
+//go:noescape
+func gatherQ4v(out *float32, w *byte, stride int, rows *int32, n int, xs *byte, ngrp int, m1, m2 uint64)
+
+//go:noescape
+func gatherQ4v4(out *float32, ldo int, w *byte, stride int, rows *int32, n int, xs *byte, xstride int, ngrp int)
+
+//go:noescape
+func axpyQ4v(y *float32, w *byte, stride int, rows *int32, n int, coef *float32, nblk int)
+
+//go:noescape
+func gatherQ8f(out *float32, w *byte, stride int, rows *int32, n int, x *float32, nblk int)
+
+func has512() bool {
+	return cpuid.CPU.Supports(cpuid.AVX512F, cpuid.AVX512BW, cpuid.AVX512VL, cpuid.AVX512VBMI, cpuid.AVX512VNNI)
+}
+
+//go:noescape
+func axpyQ4x8(y *float32, ldy int, w *byte, stride int, rows *int32, n int, coef *float32, ldc int, nblk int)
+
+//go:noescape
+func quantQ8v(dst *byte, x *float32, nblk int)
+
+//go:noescape
+func prepQ8x(xs *byte, xq *byte, nblk int)
+
+//go:noescape
+func gatherQ8v(out *float32, w *byte, stride int, rows *int32, n int, xs *byte, npair int, m1, m2 uint64)
+
+// In kernels_q8f_amd64.s.
+
+//go:noescape
+func gatherQ8f2(out *float32, w *byte, stride int, rows *int32, n int, x *float32, nblk int)

@@ -1,0 +1,1084 @@
+//go:build amd64 && !purego
+
+// Hand-written AVX-512 kernels (F, BW, VL, VBMI, VNNI), selected at init by
+// cpuid next to the AVX2 ones of kernels_amd64.s. See avx512.go for the
+// layouts; every kernel trusts its Go wrapper for bounds.
+
+#include "textflag.h"
+
+// q4perm: VPERMT2B control that gathers the 16 nibble bytes of each of four
+// q4_0 blocks (72 bytes, read as [0,64) and [8,72)) into one zmm.
+DATA q4perm<>+0(SB)/8, $0x0908070605040302
+DATA q4perm<>+8(SB)/8, $0x11100f0e0d0c0b0a
+DATA q4perm<>+16(SB)/8, $0x1b1a191817161514
+DATA q4perm<>+24(SB)/8, $0x232221201f1e1d1c
+DATA q4perm<>+32(SB)/8, $0x2d2c2b2a29282726
+DATA q4perm<>+40(SB)/8, $0x3534333231302f2e
+DATA q4perm<>+48(SB)/8, $0x3f3e3d3c3b3a3938
+DATA q4perm<>+56(SB)/8, $0x7f7e7d7c7b7a7978
+GLOBL q4perm<>(SB), RODATA|NOPTR, $64
+
+// q4wperm: VPERMW control putting each of the four blocks' f16 scales
+// (words 0, 9, 18, 27) in four consecutive words.
+DATA q4wperm<>+0(SB)/8, $0x0000000000000000
+DATA q4wperm<>+8(SB)/8, $0x0009000900090009
+DATA q4wperm<>+16(SB)/8, $0x0012001200120012
+DATA q4wperm<>+24(SB)/8, $0x001b001b001b001b
+DATA q4wperm<>+32(SB)/8, $0x0000000000000000
+DATA q4wperm<>+40(SB)/8, $0x0000000000000000
+DATA q4wperm<>+48(SB)/8, $0x0000000000000000
+DATA q4wperm<>+56(SB)/8, $0x0000000000000000
+GLOBL q4wperm<>(SB), RODATA|NOPTR, $64
+
+// q4tab: float32 q-8 for q = 0..15, the VPERMPS table of the q4_0 axpy.
+DATA q4tab<>+0(SB)/8, $0xc0e00000c1000000
+DATA q4tab<>+8(SB)/8, $0xc0a00000c0c00000
+DATA q4tab<>+16(SB)/8, $0xc0400000c0800000
+DATA q4tab<>+24(SB)/8, $0xbf800000c0000000
+DATA q4tab<>+32(SB)/8, $0x3f80000000000000
+DATA q4tab<>+40(SB)/8, $0x4040000040000000
+DATA q4tab<>+48(SB)/8, $0x40a0000040800000
+DATA q4tab<>+56(SB)/8, $0x40e0000040c00000
+GLOBL q4tab<>(SB), RODATA|NOPTR, $64
+
+DATA nib4<>+0(SB)/4, $0x0f0f0f0f
+GLOBL nib4<>(SB), RODATA|NOPTR, $4
+DATA eight4<>+0(SB)/4, $0x08080808
+GLOBL eight4<>(SB), RODATA|NOPTR, $4
+
+// func prepQ4x(xs *byte, xq *byte, nblk int)
+// For every group of four q8_0 activation blocks, 256 bytes of xs: the
+// first 16 x of each block [0,64), the last 16 [64,128), -8·Σx per int32
+// lane [128,192) and d_x per lane [192,256); block k owns lanes 4k..4k+3.
+TEXT ·prepQ4x(SB), NOSPLIT, $0-24
+	MOVQ xs+0(FP), DI
+	MOVQ xq+8(FP), SI
+	MOVQ nblk+16(FP), DX
+	VPBROADCASTD eight4<>(SB), X15
+	VPXORD X14, X14, X14
+	XORQ CX, CX
+
+ploop:
+	TESTQ DX, DX
+	JZ    pdone
+	VMOVDQU 2(SI), X0
+	VMOVDQU 18(SI), X1
+	VPXORD  X2, X2, X2
+	VPDPBUSD X0, X15, X2
+	VPDPBUSD X1, X15, X2
+	VPSUBD  X2, X14, X2
+	VPBROADCASTW (SI), X3
+	VCVTPH2PS X3, X3
+	VMOVDQU X0, (DI)(CX*1)
+	VMOVDQU X1, 64(DI)(CX*1)
+	VMOVDQU X2, 128(DI)(CX*1)
+	VMOVUPS X3, 192(DI)(CX*1)
+	ADDQ    $34, SI
+	ADDQ    $16, CX
+	CMPQ    CX, $64
+	JLT     pnext
+	XORQ    CX, CX
+	ADDQ    $256, DI
+
+pnext:
+	DECQ DX
+	JMP  ploop
+
+pdone:
+	VZEROUPPER
+	RET
+
+// Q4ROW adds one row's four blocks at p+CX (x parts in Z20-Z23) to acc.
+// The nibbles stay unsigned for VPDPBUSD; the -8 offset is the corr lanes.
+#define Q4ROW(p, acc, t0, t1, t1y, t2, t3) \
+	VMOVDQU64   (p)(CX*1), t0    \
+	VPERMW      t0, Z29, t1      \
+	VPERMT2B    8(p)(CX*1), Z30, t0 \
+	VCVTPH2PS   t1y, t1          \
+	VPSRLW      $4, t0, t2       \
+	VPANDD      Z31, t0, t0      \
+	VPANDD      Z31, t2, t2      \
+	VMOVDQA64   Z22, t3          \
+	VPDPBUSD    Z20, t0, t3      \
+	VPDPBUSD    Z21, t2, t3      \
+	VMULPS      Z23, t1, t1      \
+	VCVTDQ2PS   t3, t3           \
+	VFMADD231PS t3, t1, acc
+
+// Q4TAIL is Q4ROW over a last group of 1-3 blocks: masked loads (K1, K2)
+// never touch the bytes past the row.
+#define Q4TAIL(p, acc, t0, t1, t1y, t2, t3) \
+	VMOVDQU8.Z  (p)(CX*1), K1, t0  \
+	VMOVDQU8.Z  8(p)(CX*1), K2, t2 \
+	VPERMW      t0, Z29, t1      \
+	VPERMT2B    t2, Z30, t0      \
+	VCVTPH2PS   t1y, t1          \
+	VPSRLW      $4, t0, t2       \
+	VPANDD      Z31, t0, t0      \
+	VPANDD      Z31, t2, t2      \
+	VMOVDQA64   Z22, t3          \
+	VPDPBUSD    Z20, t0, t3      \
+	VPDPBUSD    Z21, t2, t3      \
+	VMULPS      Z23, t1, t1      \
+	VCVTDQ2PS   t3, t3           \
+	VFMADD231PS t3, t1, acc
+
+// ROWPTR sets r to the address of row rows[k+i]: R8 rows, SI w, BX stride.
+#define ROWPTR(i, k, r) \
+	MOVLQSX (i*4)(R8)(k*4), r \
+	IMULQ   BX, r             \
+	ADDQ    SI, r
+
+// PFPTR stores at slot(SP) the address of row rows[min(k+d, R9)].
+#define PFPTR(d, slot) \
+	LEAQ    d(R12), DI      \
+	CMPQ    DI, R9          \
+	CMOVQGT R9, DI          \
+	MOVLQSX (R8)(DI*4), DI  \
+	IMULQ   BX, DI          \
+	ADDQ    SI, DI          \
+	MOVQ    DI, slot(SP)
+
+#define PF(slot, off) \
+	MOVQ       slot(SP), DI \
+	PREFETCHT1 (DI)(off*1)
+
+// PF2 covers a 72-byte step: one prefetch would skip every ninth line.
+#define PF2(slot, off) \
+	MOVQ       slot(SP), DI   \
+	PREFETCHT1 (DI)(off*1)    \
+	PREFETCHT1 64(DI)(off*1)
+
+// REDUCE4 leaves the sums of Z0..Z3 in X0 (Y16-Y19 scratch, so that the
+// 4x4 kernel's other accumulators survive).
+#define REDUCE4 \
+	VEXTRACTF64X4 $1, Z0, Y16 \
+	VEXTRACTF64X4 $1, Z1, Y17 \
+	VEXTRACTF64X4 $1, Z2, Y18 \
+	VEXTRACTF64X4 $1, Z3, Y19 \
+	VADDPS        Y16, Y0, Y0 \
+	VADDPS        Y17, Y1, Y1 \
+	VADDPS        Y18, Y2, Y2 \
+	VADDPS        Y19, Y3, Y3 \
+	VHADDPS       Y1, Y0, Y0 \
+	VHADDPS       Y3, Y2, Y2 \
+	VHADDPS       Y2, Y0, Y0 \
+	VEXTRACTF128  $1, Y0, X1 \
+	VADDPS        X1, X0, X0
+
+#define REDUCE1 \
+	VEXTRACTF64X4 $1, Z0, Y4 \
+	VADDPS        Y4, Y0, Y0 \
+	VEXTRACTF128  $1, Y0, X4 \
+	VADDPS        X4, X0, X0 \
+	VHADDPS       X0, X0, X0 \
+	VHADDPS       X0, X0, X0
+
+// func gatherQ4v(out *float32, w *byte, stride int, rows *int32, n int, xs *byte, ngrp int, m1, m2 uint64)
+// Four rows at a time; the rows eight ahead are prefetched into L2 as the
+// current ones are read, since q4_0 rows are too short for the hardware
+// prefetcher. A last partial group of blocks is read with masks m1, m2
+// (m1 == 0: none).
+TEXT ·gatherQ4v(SB), NOSPLIT, $32-72
+	VMOVDQU64    q4perm<>(SB), Z30
+	VMOVDQU64    q4wperm<>(SB), Z29
+	VPBROADCASTD nib4<>(SB), Z31
+	KMOVQ        m1+56(FP), K1
+	KMOVQ        m2+64(FP), K2
+	MOVQ         ngrp+48(FP), R11
+	IMULQ        $72, R11
+	XORQ         R12, R12
+
+g4loop:
+	MOVQ n+32(FP), R9
+	LEAQ 4(R12), BX
+	CMPQ BX, R9
+	JGT  g1loop
+	MOVQ rows+24(FP), R8
+	MOVQ w+8(FP), SI
+	MOVQ stride+16(FP), BX
+	ROWPTR(0, R12, AX)
+	ROWPTR(1, R12, DX)
+	ROWPTR(2, R12, R13)
+	ROWPTR(3, R12, R14)
+	DECQ R9
+	PFPTR(8, 0)
+	PFPTR(9, 8)
+	PFPTR(10, 16)
+	PFPTR(11, 24)
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	XORQ   CX, CX
+	MOVQ   xs+40(FP), R10
+
+g4blk:
+	CMPQ      CX, R11
+	JGE       g4tail
+	VMOVDQU64 (R10), Z20
+	VMOVDQU64 64(R10), Z21
+	VMOVDQU64 128(R10), Z22
+	VMOVDQU64 192(R10), Z23
+	Q4ROW(AX, Z0, Z4, Z5, Y5, Z6, Z7)
+	Q4ROW(DX, Z1, Z8, Z9, Y9, Z10, Z11)
+	Q4ROW(R13, Z2, Z12, Z13, Y13, Z14, Z15)
+	Q4ROW(R14, Z3, Z16, Z17, Y17, Z18, Z19)
+	PF2(0, CX)
+	PF2(8, CX)
+	PF2(16, CX)
+	PF2(24, CX)
+	ADDQ $72, CX
+	ADDQ $256, R10
+	JMP  g4blk
+
+g4tail:
+	KORTESTQ  K1, K1
+	JZ        g4store
+	VMOVDQU64 (R10), Z20
+	VMOVDQU64 64(R10), Z21
+	VMOVDQU64 128(R10), Z22
+	VMOVDQU64 192(R10), Z23
+	Q4TAIL(AX, Z0, Z4, Z5, Y5, Z6, Z7)
+	Q4TAIL(DX, Z1, Z8, Z9, Y9, Z10, Z11)
+	Q4TAIL(R13, Z2, Z12, Z13, Y13, Z14, Z15)
+	Q4TAIL(R14, Z3, Z16, Z17, Y17, Z18, Z19)
+
+g4store:
+	REDUCE4
+	MOVQ    out+0(FP), DI
+	VMOVUPS X0, (DI)(R12*4)
+	ADDQ    $4, R12
+	JMP     g4loop
+
+g1loop:
+	CMPQ R12, R9
+	JGE  gdone
+	MOVQ rows+24(FP), R8
+	MOVQ w+8(FP), SI
+	MOVQ stride+16(FP), BX
+	ROWPTR(0, R12, AX)
+	VPXORD Z0, Z0, Z0
+	XORQ   CX, CX
+	MOVQ   xs+40(FP), R10
+
+g1blk:
+	CMPQ      CX, R11
+	JGE       g1tail
+	VMOVDQU64 (R10), Z20
+	VMOVDQU64 64(R10), Z21
+	VMOVDQU64 128(R10), Z22
+	VMOVDQU64 192(R10), Z23
+	Q4ROW(AX, Z0, Z4, Z5, Y5, Z6, Z7)
+	ADDQ $72, CX
+	ADDQ $256, R10
+	JMP  g1blk
+
+g1tail:
+	KORTESTQ  K1, K1
+	JZ        g1store
+	VMOVDQU64 (R10), Z20
+	VMOVDQU64 64(R10), Z21
+	VMOVDQU64 128(R10), Z22
+	VMOVDQU64 192(R10), Z23
+	Q4TAIL(AX, Z0, Z4, Z5, Y5, Z6, Z7)
+
+g1store:
+	REDUCE1
+	MOVQ  out+0(FP), DI
+	VMOVSS X0, (DI)(R12*4)
+	INCQ  R12
+	JMP   g1loop
+
+gdone:
+	VZEROUPPER
+	RET
+
+// Q4DEC decodes one row's four blocks at p+CX into nibbles lo, hi and the
+// scales sw (one per int32 lane); the controls are in Z28 and Z29.
+#define Q4DEC(p, lo, hi, sw, swy) \
+	VMOVDQU64       (p)(CX*1), lo       \
+	VPERMW          lo, Z29, sw         \
+	VPERMT2B        8(p)(CX*1), Z28, lo \
+	VCVTPH2PS       swy, sw             \
+	VPSRLW          $4, lo, hi          \
+	VPANDD.BCST     nib4<>(SB), lo, lo  \
+	VPANDD.BCST     nib4<>(SB), hi, hi
+
+// Q4MAC adds one decoded row times the token whose x halves are in Z28,
+// Z29 (corr and d_x at xr) to acc.
+#define Q4MAC(xr, lo, hi, sw, acc) \
+	VMOVDQA64   128(xr), Z30 \
+	VPDPBUSD    Z28, lo, Z30 \
+	VPDPBUSD    Z29, hi, Z30 \
+	VMULPS      192(xr), sw, Z31 \
+	VCVTDQ2PS   Z30, Z30 \
+	VFMADD231PS Z30, Z31, acc
+
+// Q4TOK: one token's x halves are loaded once for the four rows, which
+// keeps the loads within what the two load ports give.
+#define Q4TOK(xr, a0, a1, a2, a3) \
+	VMOVDQU64 (xr), Z28 \
+	VMOVDQU64 64(xr), Z29 \
+	Q4MAC(xr, Z16, Z17, Z18, a0) \
+	Q4MAC(xr, Z19, Z20, Z21, a1) \
+	Q4MAC(xr, Z22, Z23, Z24, a2) \
+	Q4MAC(xr, Z25, Z26, Z27, a3)
+
+// func gatherQ4v4(out *float32, ldo int, w *byte, stride int, rows *int32, n int, xs *byte, xstride int, ngrp int)
+// Four rows by four tokens: each weight block is decoded once for the four
+// tokens (prepared by prepQ4x, xstride bytes apart), and out[t*ldo+k] gets
+// row rows[k] times token t. n is a multiple of 4; no partial block groups.
+TEXT ·gatherQ4v4(SB), NOSPLIT, $32-72
+	MOVQ      ngrp+64(FP), R15
+	IMULQ     $72, R15
+	XORQ      R12, R12
+
+m4loop:
+	CMPQ R12, n+40(FP)
+	JGE  mdone
+	MOVQ rows+32(FP), R8
+	MOVQ w+16(FP), SI
+	MOVQ stride+24(FP), BX
+	ROWPTR(0, R12, AX)
+	ROWPTR(1, R12, DX)
+	ROWPTR(2, R12, R13)
+	ROWPTR(3, R12, R14)
+	// The next group's rows stream in while this one is computed.
+	MOVQ   n+40(FP), R9
+	DECQ   R9
+	PFPTR(4, 0)
+	PFPTR(5, 8)
+	PFPTR(6, 16)
+	PFPTR(7, 24)
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	VPXORD Z14, Z14, Z14
+	VPXORD Z15, Z15, Z15
+	MOVQ   xstride+56(FP), BX
+	MOVQ   xs+48(FP), R8
+	LEAQ   (R8)(BX*1), R9
+	LEAQ   (R9)(BX*1), R10
+	LEAQ   (R10)(BX*1), R11
+	XORQ   CX, CX
+
+m4blk:
+	CMPQ      CX, R15
+	JGE       m4store
+	VMOVDQU64 q4perm<>(SB), Z28
+	VMOVDQU64 q4wperm<>(SB), Z29
+	Q4DEC(AX, Z16, Z17, Z18, Y18)
+	Q4DEC(DX, Z19, Z20, Z21, Y21)
+	Q4DEC(R13, Z22, Z23, Z24, Y24)
+	Q4DEC(R14, Z25, Z26, Z27, Y27)
+	Q4TOK(R8, Z0, Z1, Z2, Z3)
+	Q4TOK(R9, Z4, Z5, Z6, Z7)
+	Q4TOK(R10, Z8, Z9, Z10, Z11)
+	Q4TOK(R11, Z12, Z13, Z14, Z15)
+	PF2(0, CX)
+	PF2(8, CX)
+	PF2(16, CX)
+	PF2(24, CX)
+	ADDQ $72, CX
+	ADDQ $256, R8
+	ADDQ $256, R9
+	ADDQ $256, R10
+	ADDQ $256, R11
+	JMP  m4blk
+
+m4store:
+	MOVQ out+0(FP), DI
+	LEAQ (DI)(R12*4), DI
+	MOVQ ldo+8(FP), BX
+	SHLQ $2, BX
+	REDUCE4
+	VMOVUPS X0, (DI)
+	ADDQ    BX, DI
+	VMOVAPS Z4, Z0
+	VMOVAPS Z5, Z1
+	VMOVAPS Z6, Z2
+	VMOVAPS Z7, Z3
+	REDUCE4
+	VMOVUPS X0, (DI)
+	ADDQ    BX, DI
+	VMOVAPS Z8, Z0
+	VMOVAPS Z9, Z1
+	VMOVAPS Z10, Z2
+	VMOVAPS Z11, Z3
+	REDUCE4
+	VMOVUPS X0, (DI)
+	ADDQ    BX, DI
+	VMOVAPS Z12, Z0
+	VMOVAPS Z13, Z1
+	VMOVAPS Z14, Z2
+	VMOVAPS Z15, Z3
+	REDUCE4
+	VMOVUPS X0, (DI)
+	ADDQ    $4, R12
+	JMP     m4loop
+
+mdone:
+	VZEROUPPER
+	RET
+
+// Q4AXPY adds coef·d·(q-8) of one row's block at p+CX to Z16 (elements
+// 0-15) and Z17 (16-31); VPERMPS looks q-8 up by the low four bits of each
+// lane, so the low nibble needs no mask.
+#define Q4AXPY(p, c, s, sy, t, u) \
+	VPBROADCASTW (p)(CX*1), sy \
+	VCVTPH2PS    sy, s          \
+	VMULPS       c, s, s        \
+	Q4AXPYS(p, s, t, u, Z16, Z17)
+
+// Q4AXPYS is Q4AXPY with the row's scale coef·d already in s.
+#define Q4AXPYS(p, s, t, u, y0, y1) \
+	VPMOVZXBD    2(p)(CX*1), t  \
+	VPERMPS      Z28, t, u      \
+	VPSRLD       $4, t, t       \
+	VPERMPS      Z28, t, t      \
+	VFMADD231PS  u, s, y0       \
+	VFMADD231PS  t, s, y1
+
+// PACKD leaves the f16 scales of the four rows' blocks at CX in DI, row 0
+// in the low bits, so that one conversion serves all four.
+#define PACKD \
+	MOVWLZX (R14)(CX*1), DI \
+	SHLQ    $16, DI         \
+	MOVWLZX (R13)(CX*1), SI \
+	ORQ     SI, DI          \
+	SHLQ    $16, DI         \
+	MOVWLZX (DX)(CX*1), SI  \
+	ORQ     SI, DI          \
+	SHLQ    $16, DI         \
+	MOVWLZX (AX)(CX*1), SI  \
+	ORQ     SI, DI
+
+// func axpyQ4v(y *float32, w *byte, stride int, rows *int32, n int, coef *float32, nblk int)
+TEXT ·axpyQ4v(SB), NOSPLIT, $48-56
+	VMOVUPS q4tab<>(SB), Z28
+	XORQ    R12, R12
+
+a4loop:
+	MOVQ n+32(FP), R9
+	LEAQ 4(R12), BX
+	CMPQ BX, R9
+	JGT  a1loop
+	MOVQ rows+24(FP), R8
+	MOVQ w+8(FP), SI
+	MOVQ stride+16(FP), BX
+	ROWPTR(0, R12, AX)
+	ROWPTR(1, R12, DX)
+	ROWPTR(2, R12, R13)
+	ROWPTR(3, R12, R14)
+	DECQ R9
+	PFPTR(8, 0)
+	PFPTR(9, 8)
+	PFPTR(10, 16)
+	PFPTR(11, 24)
+	MOVQ         coef+40(FP), DI
+	VMOVUPS      (DI)(R12*4), X13
+	MOVQ         y+0(FP), R10
+	MOVQ         nblk+48(FP), R11
+	XORQ         CX, CX
+
+a4blk:
+	TESTQ   R11, R11
+	JZ      a4next
+	PACKD
+	VMOVQ        DI, X12
+	VCVTPH2PS    X12, X12
+	VMULPS       X13, X12, X12
+	VMOVUPS      X12, 32(SP)
+	VBROADCASTSS 32(SP), Z0
+	VBROADCASTSS 36(SP), Z3
+	VBROADCASTSS 40(SP), Z6
+	VBROADCASTSS 44(SP), Z9
+	VMOVUPS      (R10), Z16
+	VMOVUPS      64(R10), Z17
+	Q4AXPYS(AX, Z0, Z1, Z2, Z16, Z17)
+	Q4AXPYS(DX, Z3, Z4, Z5, Z16, Z17)
+	Q4AXPYS(R13, Z6, Z7, Z8, Z16, Z17)
+	Q4AXPYS(R14, Z9, Z10, Z11, Z16, Z17)
+	VMOVUPS Z16, (R10)
+	VMOVUPS Z17, 64(R10)
+	// One prefetch per line: the block that starts in its first 18 bytes.
+	MOVQ    CX, DI
+	ANDQ    $63, DI
+	CMPQ    DI, $18
+	JAE     a4nopf
+	PF(0, CX)
+	PF(8, CX)
+	PF(16, CX)
+	PF(24, CX)
+
+a4nopf:
+	ADDQ $18, CX
+	ADDQ $128, R10
+	DECQ R11
+	JMP  a4blk
+
+a4next:
+	ADDQ $4, R12
+	JMP  a4loop
+
+a1loop:
+	CMPQ R12, R9
+	JGE  adone
+	MOVQ rows+24(FP), R8
+	MOVQ w+8(FP), SI
+	MOVQ stride+16(FP), BX
+	ROWPTR(0, R12, AX)
+	MOVQ         coef+40(FP), DI
+	VBROADCASTSS (DI)(R12*4), Z24
+	MOVQ         y+0(FP), R10
+	MOVQ         nblk+48(FP), R11
+	XORQ         CX, CX
+
+a1blk:
+	TESTQ   R11, R11
+	JZ      a1next
+	VMOVUPS (R10), Z16
+	VMOVUPS 64(R10), Z17
+	Q4AXPY(AX, Z24, Z0, Y0, Z1, Z2)
+	VMOVUPS Z16, (R10)
+	VMOVUPS Z17, 64(R10)
+	ADDQ    $18, CX
+	ADDQ    $128, R10
+	DECQ    R11
+	JMP     a1blk
+
+a1next:
+	INCQ R12
+	JMP  a1loop
+
+adone:
+	VZEROUPPER
+	RET
+
+// Q8F adds d·(q·x) of one q8_0 row's block at p+CX, x in Z20/Z21, to acc.
+#define Q8F(p, acc, a, b, s, sy) \
+	VPBROADCASTW (p)(CX*1), sy  \
+	VCVTPH2PS    sy, s          \
+	Q8FS(p, acc, a, b, s)
+
+// Q8FS is Q8F with the block's d already broadcast in s.
+#define Q8FS(p, acc, a, b, s) \
+	VPMOVSXBD    2(p)(CX*1), a  \
+	VPMOVSXBD    18(p)(CX*1), b \
+	VCVTDQ2PS    a, a           \
+	VCVTDQ2PS    b, b           \
+	VMULPS       Z20, a, a      \
+	VFMADD231PS  Z21, b, a      \
+	VFMADD231PS  a, s, acc
+
+// func gatherQ8f(out *float32, w *byte, stride int, rows *int32, n int, x *float32, nblk int)
+// q8_0 rows times f32 activations: the weights are widened in registers,
+// so x keeps its full precision.
+TEXT ·gatherQ8f(SB), NOSPLIT, $48-56
+	MOVQ  nblk+48(FP), R11
+	IMULQ $34, R11
+	XORQ  R12, R12
+
+f4loop:
+	MOVQ n+32(FP), R9
+	LEAQ 4(R12), BX
+	CMPQ BX, R9
+	JGT  f1loop
+	MOVQ rows+24(FP), R8
+	MOVQ w+8(FP), SI
+	MOVQ stride+16(FP), BX
+	ROWPTR(0, R12, AX)
+	ROWPTR(1, R12, DX)
+	ROWPTR(2, R12, R13)
+	ROWPTR(3, R12, R14)
+	DECQ R9
+	PFPTR(8, 0)
+	PFPTR(9, 8)
+	PFPTR(10, 16)
+	PFPTR(11, 24)
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	XORQ   CX, CX
+	MOVQ   x+40(FP), R10
+
+f4blk:
+	CMPQ    CX, R11
+	JGE     f4store
+	VMOVUPS      (R10), Z20
+	VMOVUPS      64(R10), Z21
+	PACKD
+	VMOVQ        DI, X12
+	VCVTPH2PS    X12, X12
+	VMOVUPS      X12, 32(SP)
+	VBROADCASTSS 32(SP), Z4
+	VBROADCASTSS 36(SP), Z5
+	VBROADCASTSS 40(SP), Z6
+	VBROADCASTSS 44(SP), Z7
+	Q8FS(AX, Z0, Z16, Z17, Z4)
+	Q8FS(DX, Z1, Z18, Z19, Z5)
+	Q8FS(R13, Z2, Z22, Z23, Z6)
+	Q8FS(R14, Z3, Z24, Z25, Z7)
+	PF(0, CX)
+	PF(8, CX)
+	PF(16, CX)
+	PF(24, CX)
+	ADDQ $34, CX
+	ADDQ $128, R10
+	JMP  f4blk
+
+f4store:
+	REDUCE4
+	MOVQ    out+0(FP), DI
+	VMOVUPS X0, (DI)(R12*4)
+	ADDQ    $4, R12
+	JMP     f4loop
+
+f1loop:
+	CMPQ R12, R9
+	JGE  fdone
+	MOVQ rows+24(FP), R8
+	MOVQ w+8(FP), SI
+	MOVQ stride+16(FP), BX
+	ROWPTR(0, R12, AX)
+	VPXORD Z0, Z0, Z0
+	XORQ   CX, CX
+	MOVQ   x+40(FP), R10
+
+f1blk:
+	CMPQ    CX, R11
+	JGE     f1store
+	VMOVUPS (R10), Z20
+	VMOVUPS 64(R10), Z21
+	Q8F(AX, Z0, Z16, Z17, Z4, Y4)
+	ADDQ $34, CX
+	ADDQ $128, R10
+	JMP  f1blk
+
+f1store:
+	REDUCE1
+	MOVQ   out+0(FP), DI
+	VMOVSS X0, (DI)(R12*4)
+	INCQ   R12
+	JMP    f1loop
+
+fdone:
+	VZEROUPPER
+	RET
+
+// Q4Y8(VMOVUPS) loads the eight tokens' sums of one block into Z0-Z15 and
+// Q4Y8ST stores them: token t at R10 (t<3), R11 (3-5), R12 (6, 7) plus
+// multiples of BX (see axpyQ4x8).
+#define Q4Y8(op) \
+	op (R10), Z0 \
+	op 64(R10), Z1 \
+	op (R10)(BX*1), Z2 \
+	op 64(R10)(BX*1), Z3 \
+	op (R10)(BX*2), Z4 \
+	op 64(R10)(BX*2), Z5 \
+	op (R11), Z6 \
+	op 64(R11), Z7 \
+	op (R11)(BX*1), Z8 \
+	op 64(R11)(BX*1), Z9 \
+	op (R11)(BX*2), Z10 \
+	op 64(R11)(BX*2), Z11 \
+	op (R12), Z12 \
+	op 64(R12), Z13 \
+	op (R12)(BX*1), Z14 \
+	op 64(R12)(BX*1), Z15
+
+#define Q4Y8ST \
+	VMOVUPS Z0, (R10) \
+	VMOVUPS Z1, 64(R10) \
+	VMOVUPS Z2, (R10)(BX*1) \
+	VMOVUPS Z3, 64(R10)(BX*1) \
+	VMOVUPS Z4, (R10)(BX*2) \
+	VMOVUPS Z5, 64(R10)(BX*2) \
+	VMOVUPS Z6, (R11) \
+	VMOVUPS Z7, 64(R11) \
+	VMOVUPS Z8, (R11)(BX*1) \
+	VMOVUPS Z9, 64(R11)(BX*1) \
+	VMOVUPS Z10, (R11)(BX*2) \
+	VMOVUPS Z11, 64(R11)(BX*2) \
+	VMOVUPS Z12, (R12) \
+	VMOVUPS Z13, 64(R12) \
+	VMOVUPS Z14, (R12)(BX*1) \
+	VMOVUPS Z15, 64(R12)(BX*1)
+
+#define Q4FMA2(c, a0, a1) \
+	VFMADD231PS.BCST c, Z18, a0 \
+	VFMADD231PS.BCST c, Z17, a1
+
+// func axpyQ4x8(y *float32, ldy int, w *byte, stride int, rows *int32, n int, coef *float32, ldc int, nblk int)
+// Eight tokens at once: y[t*ldy+j] += Σ_k coef[t*ldc+k]·row(rows[k])[j].
+// Block by block, each row's block is dequantized once and added to all
+// eight tokens' sums, which stay in registers across the rows.
+TEXT ·axpyQ4x8(SB), NOSPLIT, $8-72
+	VMOVUPS q4tab<>(SB), Z28
+	MOVQ    nblk+64(FP), AX
+	IMULQ   $18, AX
+	MOVQ    AX, 0(SP)
+	MOVQ    ldy+8(FP), BX
+	SHLQ    $2, BX
+	MOVQ    ldc+56(FP), SI
+	SHLQ    $2, SI
+	MOVQ    y+0(FP), R10
+	LEAQ    (R10)(BX*2), R11
+	ADDQ    BX, R11
+	LEAQ    (R11)(BX*2), R12
+	ADDQ    BX, R12
+	MOVQ    rows+32(FP), R8
+	MOVQ    n+40(FP), R9
+	MOVQ    w+16(FP), R15
+	XORQ    CX, CX
+
+x8blk:
+	CMPQ CX, 0(SP)
+	JGE  x8done
+	Q4Y8(VMOVUPS)
+	MOVQ coef+48(FP), DI
+	LEAQ (DI)(SI*2), R13
+	ADDQ SI, R13
+	LEAQ (R13)(SI*2), R14
+	ADDQ SI, R14
+	XORQ DX, DX
+
+x8row:
+	CMPQ         DX, R9
+	JGE          x8next
+	MOVLQSX      (R8)(DX*4), AX
+	IMULQ        stride+24(FP), AX
+	ADDQ         R15, AX
+	VPBROADCASTW (AX)(CX*1), Y16
+	VCVTPH2PS    Y16, Z16
+	VPMOVZXBD    2(AX)(CX*1), Z17
+	VPERMPS      Z28, Z17, Z18
+	VPSRLD       $4, Z17, Z17
+	VPERMPS      Z28, Z17, Z17
+	VMULPS       Z16, Z18, Z18
+	VMULPS       Z16, Z17, Z17
+	Q4FMA2((DI), Z0, Z1)
+	Q4FMA2((DI)(SI*1), Z2, Z3)
+	Q4FMA2((DI)(SI*2), Z4, Z5)
+	Q4FMA2((R13), Z6, Z7)
+	Q4FMA2((R13)(SI*1), Z8, Z9)
+	Q4FMA2((R13)(SI*2), Z10, Z11)
+	Q4FMA2((R14), Z12, Z13)
+	Q4FMA2((R14)(SI*1), Z14, Z15)
+	ADDQ         $4, DI
+	ADDQ         $4, R13
+	ADDQ         $4, R14
+	INCQ         DX
+	JMP          x8row
+
+x8next:
+	Q4Y8ST
+	ADDQ $18, CX
+	ADDQ $128, R10
+	ADDQ $128, R11
+	ADDQ $128, R12
+	JMP  x8blk
+
+x8done:
+	VZEROUPPER
+	RET
+
+DATA absmask<>+0(SB)/4, $0x7fffffff
+GLOBL absmask<>(SB), RODATA|NOPTR, $4
+DATA signmask<>+0(SB)/4, $0x80000000
+GLOBL signmask<>(SB), RODATA|NOPTR, $4
+DATA one<>+0(SB)/4, $0x3f800000
+GLOBL one<>(SB), RODATA|NOPTR, $4
+DATA half<>+0(SB)/4, $0x3f000000
+GLOBL half<>(SB), RODATA|NOPTR, $4
+DATA f127<>+0(SB)/4, $0x42fe0000
+GLOBL f127<>(SB), RODATA|NOPTR, $4
+
+// QROUND rounds y (scaled x) half away from zero, as math.Round does, and
+// packs it to 16 int8 at dst: trunc, then one step away from zero where
+// the dropped fraction is at least one half.
+#define QROUND(y, dst) \
+	VRNDSCALEPS       $0x0b, y, Z8   \
+	VSUBPS            Z8, y, Z9      \
+	VANDPS.BCST       absmask<>(SB), Z9, Z9 \
+	VCMPPS.BCST       $0x0d, half<>(SB), Z9, K1 \
+	VANDPS.BCST       signmask<>(SB), y, Z10 \
+	VORPS.BCST        one<>(SB), Z10, Z10 \
+	VADDPS            Z10, Z8, K1, Z8 \
+	VCVTTPS2DQ        Z8, Z8         \
+	VPMOVSDB          Z8, dst
+
+// func quantQ8v(dst *byte, x *float32, nblk int)
+// q8_0 as quantizeQ8 (generic.go) computes it: d = amax/127 as f16,
+// q = round(x·(1/d)) half away from zero, 0 where d is 0 as f16.
+TEXT ·quantQ8v(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ x+8(FP), SI
+	MOVQ nblk+16(FP), DX
+	VBROADCASTSS f127<>(SB), X14
+	VBROADCASTSS one<>(SB), X15
+	VXORPS       X13, X13, X13
+
+qloop:
+	TESTQ         DX, DX
+	JZ            qdone
+	VMOVUPS       (SI), Z0
+	VMOVUPS       64(SI), Z1
+	VANDPS.BCST   absmask<>(SB), Z0, Z2
+	VANDPS.BCST   absmask<>(SB), Z1, Z3
+	VMAXPS        Z3, Z2, Z2
+	VEXTRACTF64X4 $1, Z2, Y3
+	VMAXPS        Y3, Y2, Y2
+	VEXTRACTF128  $1, Y2, X3
+	VMAXPS        X3, X2, X2
+	VPERMILPS     $0x4e, X2, X3
+	VMAXPS        X3, X2, X2
+	VPERMILPS     $0xb1, X2, X3
+	VMAXPS        X3, X2, X2
+	VDIVSS        X14, X2, X4
+	VDIVSS        X4, X15, X5
+	VCVTPS2PH     $0, X4, X6
+	VPEXTRW       $0, X6, AX
+	MOVW          AX, (DI)
+	TESTL         $0x7fff, AX
+	JNZ           qscale
+	VXORPS        X5, X5, X5 // d is 0 as f16: so are the q
+
+qscale:
+	VBROADCASTSS  X5, Z5
+	VMULPS        Z5, Z0, Z0
+	VMULPS        Z5, Z1, Z1
+	QROUND(Z0, X11)
+	QROUND(Z1, X12)
+	VMOVDQU       X11, 2(DI)
+	VMOVDQU       X12, 18(DI)
+	ADDQ          $128, SI
+	ADDQ          $34, DI
+	DECQ          DX
+	JMP           qloop
+
+qdone:
+	VZEROUPPER
+	RET
+
+// q8perm: VPERMT2B control gathering the 32 int8 of each of two q8_0
+// blocks (68 bytes, read as [0,64) and [4,68)) into one zmm.
+DATA q8perm<>+0(SB)/8, $0x0908070605040302
+DATA q8perm<>+8(SB)/8, $0x11100f0e0d0c0b0a
+DATA q8perm<>+16(SB)/8, $0x1918171615141312
+DATA q8perm<>+24(SB)/8, $0x21201f1e1d1c1b1a
+DATA q8perm<>+32(SB)/8, $0x6766656463626160
+DATA q8perm<>+40(SB)/8, $0x6f6e6d6c6b6a6968
+DATA q8perm<>+48(SB)/8, $0x7776757473727170
+DATA q8perm<>+56(SB)/8, $0x7f7e7d7c7b7a7978
+GLOBL q8perm<>(SB), RODATA|NOPTR, $64
+
+// q8wperm: VPERMW control spreading the two blocks' scales (words 0, 17)
+// over eight words each.
+DATA q8wperm<>+0(SB)/8, $0x0000000000000000
+DATA q8wperm<>+8(SB)/8, $0x0000000000000000
+DATA q8wperm<>+16(SB)/8, $0x0011001100110011
+DATA q8wperm<>+24(SB)/8, $0x0011001100110011
+DATA q8wperm<>+32(SB)/8, $0x0000000000000000
+DATA q8wperm<>+40(SB)/8, $0x0000000000000000
+DATA q8wperm<>+48(SB)/8, $0x0000000000000000
+DATA q8wperm<>+56(SB)/8, $0x0000000000000000
+GLOBL q8wperm<>(SB), RODATA|NOPTR, $64
+
+DATA x80<>+0(SB)/4, $0x80808080
+GLOBL x80<>(SB), RODATA|NOPTR, $4
+
+// Q8ROW adds one q8_0 row's two blocks at p+CX (x, corr and d_x in Z20-Z22)
+// to acc.
+#define Q8ROW(p, acc, t0, t1, t1y, t2, t3) \
+	VMOVDQU64   (p)(CX*1), t0    \
+	VPERMW      t0, Z29, t1      \
+	VPERMT2B    4(p)(CX*1), Z30, t0 \
+	VCVTPH2PS   t1y, t1          \
+	VPXORD      Z31, t0, t0      \
+	VMOVDQA64   Z21, t3          \
+	VPDPBUSD    Z20, t0, t3      \
+	VMULPS      Z22, t1, t1      \
+	VCVTDQ2PS   t3, t3           \
+	VFMADD231PS t3, t1, acc
+
+// Q8TAIL is Q8ROW over a last single block, with masked loads.
+#define Q8TAIL(p, acc, t0, t1, t1y, t2, t3) \
+	VMOVDQU8.Z  (p)(CX*1), K1, t0  \
+	VMOVDQU8.Z  4(p)(CX*1), K2, t2 \
+	VPERMW      t0, Z29, t1      \
+	VPERMT2B    t2, Z30, t0      \
+	VCVTPH2PS   t1y, t1          \
+	VPXORD      Z31, t0, t0      \
+	VMOVDQA64   Z21, t3          \
+	VPDPBUSD    Z20, t0, t3      \
+	VMULPS      Z22, t1, t1      \
+	VCVTDQ2PS   t3, t3           \
+	VFMADD231PS t3, t1, acc
+
+// func prepQ8x(xs *byte, xq *byte, nblk int)
+// Per pair of q8_0 activation blocks, 192 bytes of xs: both blocks' x
+// [0,64), -128·Σx per int32 lane [64,128), d_x per lane [128,192).
+TEXT ·prepQ8x(SB), NOSPLIT, $0-24
+	MOVQ         xs+0(FP), DI
+	MOVQ         xq+8(FP), SI
+	MOVQ         nblk+16(FP), DX
+	VPBROADCASTD x80<>(SB), Y15
+	VPXORD       Y14, Y14, Y14
+	XORQ         CX, CX
+
+p8loop:
+	TESTQ        DX, DX
+	JZ           p8done
+	VMOVDQU      2(SI), Y0
+	VPXORD       Y1, Y1, Y1
+	VPDPBUSD     Y0, Y15, Y1
+	VPSUBD       Y1, Y14, Y1
+	VPBROADCASTW (SI), X3
+	VCVTPH2PS    X3, Y3
+	VMOVDQU      Y0, (DI)(CX*1)
+	VMOVDQU      Y1, 64(DI)(CX*1)
+	VMOVUPS      Y3, 128(DI)(CX*1)
+	ADDQ         $34, SI
+	ADDQ         $32, CX
+	CMPQ         CX, $64
+	JLT          p8next
+	XORQ         CX, CX
+	ADDQ         $192, DI
+
+p8next:
+	DECQ DX
+	JMP  p8loop
+
+p8done:
+	VZEROUPPER
+	RET
+
+// func gatherQ8v(out *float32, w *byte, stride int, rows *int32, n int, xs *byte, npair int, m1, m2 uint64)
+// gatherQ4v for q8_0 rows, two blocks per step, x prepared by prepQ8x: the
+// weights are made unsigned by flipping their sign bit (w+128), and the
+// corr lanes take the 128·Σx that adds back out.
+TEXT ·gatherQ8v(SB), NOSPLIT, $32-72
+	VMOVDQU64    q8perm<>(SB), Z30
+	VMOVDQU64    q8wperm<>(SB), Z29
+	VPBROADCASTD x80<>(SB), Z31
+	KMOVQ        m1+56(FP), K1
+	KMOVQ        m2+64(FP), K2
+	MOVQ         npair+48(FP), R11
+	IMULQ        $68, R11
+	XORQ         R12, R12
+
+q84loop:
+	MOVQ n+32(FP), R9
+	LEAQ 4(R12), BX
+	CMPQ BX, R9
+	JGT  q81loop
+	MOVQ rows+24(FP), R8
+	MOVQ w+8(FP), SI
+	MOVQ stride+16(FP), BX
+	ROWPTR(0, R12, AX)
+	ROWPTR(1, R12, DX)
+	ROWPTR(2, R12, R13)
+	ROWPTR(3, R12, R14)
+	DECQ R9
+	PFPTR(8, 0)
+	PFPTR(9, 8)
+	PFPTR(10, 16)
+	PFPTR(11, 24)
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	XORQ   CX, CX
+	MOVQ   xs+40(FP), R10
+
+q84blk:
+	CMPQ      CX, R11
+	JGE       q84tail
+	VMOVDQU64 (R10), Z20
+	VMOVDQU64 64(R10), Z21
+	VMOVDQU64 128(R10), Z22
+	Q8ROW(AX, Z0, Z4, Z5, Y5, Z6, Z7)
+	Q8ROW(DX, Z1, Z8, Z9, Y9, Z10, Z11)
+	Q8ROW(R13, Z2, Z12, Z13, Y13, Z14, Z15)
+	Q8ROW(R14, Z3, Z16, Z17, Y17, Z18, Z19)
+	PF2(0, CX)
+	PF2(8, CX)
+	PF2(16, CX)
+	PF2(24, CX)
+	ADDQ $68, CX
+	ADDQ $192, R10
+	JMP  q84blk
+
+q84tail:
+	KORTESTQ  K1, K1
+	JZ        q84store
+	VMOVDQU64 (R10), Z20
+	VMOVDQU64 64(R10), Z21
+	VMOVDQU64 128(R10), Z22
+	Q8TAIL(AX, Z0, Z4, Z5, Y5, Z6, Z7)
+	Q8TAIL(DX, Z1, Z8, Z9, Y9, Z10, Z11)
+	Q8TAIL(R13, Z2, Z12, Z13, Y13, Z14, Z15)
+	Q8TAIL(R14, Z3, Z16, Z17, Y17, Z18, Z19)
+
+q84store:
+	REDUCE4
+	MOVQ    out+0(FP), DI
+	VMOVUPS X0, (DI)(R12*4)
+	ADDQ    $4, R12
+	JMP     q84loop
+
+q81loop:
+	CMPQ R12, R9
+	JGE  q8done
+	MOVQ rows+24(FP), R8
+	MOVQ w+8(FP), SI
+	MOVQ stride+16(FP), BX
+	ROWPTR(0, R12, AX)
+	VPXORD Z0, Z0, Z0
+	XORQ   CX, CX
+	MOVQ   xs+40(FP), R10
+
+q81blk:
+	CMPQ      CX, R11
+	JGE       q81tail
+	VMOVDQU64 (R10), Z20
+	VMOVDQU64 64(R10), Z21
+	VMOVDQU64 128(R10), Z22
+	Q8ROW(AX, Z0, Z4, Z5, Y5, Z6, Z7)
+	ADDQ $68, CX
+	ADDQ $192, R10
+	JMP  q81blk
+
+q81tail:
+	KORTESTQ  K1, K1
+	JZ        q81store
+	VMOVDQU64 (R10), Z20
+	VMOVDQU64 64(R10), Z21
+	VMOVDQU64 128(R10), Z22
+	Q8TAIL(AX, Z0, Z4, Z5, Y5, Z6, Z7)
+
+q81store:
+	REDUCE1
+	MOVQ  out+0(FP), DI
+	VMOVSS X0, (DI)(R12*4)
+	INCQ  R12
+	JMP   q81loop
+
+q8done:
+	VZEROUPPER
+	RET
+

@@ -1,0 +1,162 @@
+//go:build amd64 && !purego
+
+// Hand-written AVX2 (VEX only: Y0-Y15, no AVX-512) q8_0 × f32 gather, for
+// CPUs without the AVX-512 one of kernels512_amd64.s.
+
+#include "textflag.h"
+
+#define ROWPTR(i, k, r) \
+	MOVLQSX (i*4)(R8)(k*4), r \
+	IMULQ   BX, r             \
+	ADDQ    SI, r
+
+#define PFPTR(d, slot) \
+	LEAQ    d(R12), DI      \
+	CMPQ    DI, R9          \
+	CMOVQGT R9, DI          \
+	MOVLQSX (R8)(DI*4), DI  \
+	IMULQ   BX, DI          \
+	ADDQ    SI, DI          \
+	MOVQ    DI, slot(SP)
+
+#define PF(slot, off) \
+	MOVQ       slot(SP), DI \
+	PREFETCHT1 (DI)(off*1)
+
+// PACKD: the f16 scales of the four rows' blocks at CX in DI, row 0 low.
+#define PACKD \
+	MOVWLZX (R14)(CX*1), DI \
+	SHLQ    $16, DI         \
+	MOVWLZX (R13)(CX*1), SI \
+	ORQ     SI, DI          \
+	SHLQ    $16, DI         \
+	MOVWLZX (DX)(CX*1), SI  \
+	ORQ     SI, DI          \
+	SHLQ    $16, DI         \
+	MOVWLZX (AX)(CX*1), SI  \
+	ORQ     SI, DI
+
+// Q8F2 adds d·(q·x) of one row's block at p+CX (x in Y8-Y11, d in s) to acc.
+#define Q8F2(p, acc, s) \
+	VPMOVSXBD   2(p)(CX*1), Y12  \
+	VCVTDQ2PS   Y12, Y12         \
+	VMULPS      Y8, Y12, Y12     \
+	VPMOVSXBD   10(p)(CX*1), Y13 \
+	VCVTDQ2PS   Y13, Y13         \
+	VFMADD231PS Y9, Y13, Y12     \
+	VPMOVSXBD   18(p)(CX*1), Y13 \
+	VCVTDQ2PS   Y13, Y13         \
+	VFMADD231PS Y10, Y13, Y12    \
+	VPMOVSXBD   26(p)(CX*1), Y13 \
+	VCVTDQ2PS   Y13, Y13         \
+	VFMADD231PS Y11, Y13, Y12    \
+	VFMADD231PS Y12, s, acc
+
+#define LOADX \
+	VMOVUPS (R10), Y8   \
+	VMOVUPS 32(R10), Y9 \
+	VMOVUPS 64(R10), Y10 \
+	VMOVUPS 96(R10), Y11
+
+// func gatherQ8f2(out *float32, w *byte, stride int, rows *int32, n int, x *float32, nblk int)
+TEXT ·gatherQ8f2(SB), NOSPLIT, $48-56
+	MOVQ  nblk+48(FP), R11
+	IMULQ $34, R11
+	XORQ  R12, R12
+
+f4loop:
+	MOVQ n+32(FP), R9
+	LEAQ 4(R12), BX
+	CMPQ BX, R9
+	JGT  f1loop
+	MOVQ rows+24(FP), R8
+	MOVQ w+8(FP), SI
+	MOVQ stride+16(FP), BX
+	ROWPTR(0, R12, AX)
+	ROWPTR(1, R12, DX)
+	ROWPTR(2, R12, R13)
+	ROWPTR(3, R12, R14)
+	DECQ R9
+	PFPTR(8, 0)
+	PFPTR(9, 8)
+	PFPTR(10, 16)
+	PFPTR(11, 24)
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	XORQ   CX, CX
+	MOVQ   x+40(FP), R10
+
+f4blk:
+	CMPQ         CX, R11
+	JGE          f4store
+	LOADX
+	PACKD
+	VMOVQ        DI, X14
+	VCVTPH2PS    X14, X14
+	VMOVUPS      X14, 32(SP)
+	VBROADCASTSS 32(SP), Y14
+	Q8F2(AX, Y0, Y14)
+	VBROADCASTSS 36(SP), Y14
+	Q8F2(DX, Y1, Y14)
+	VBROADCASTSS 40(SP), Y14
+	Q8F2(R13, Y2, Y14)
+	VBROADCASTSS 44(SP), Y14
+	Q8F2(R14, Y3, Y14)
+	PF(0, CX)
+	PF(8, CX)
+	PF(16, CX)
+	PF(24, CX)
+	ADDQ $34, CX
+	ADDQ $128, R10
+	JMP  f4blk
+
+f4store:
+	VHADDPS      Y1, Y0, Y0
+	VHADDPS      Y3, Y2, Y2
+	VHADDPS      Y2, Y0, Y0
+	VEXTRACTF128 $1, Y0, X1
+	VADDPS       X1, X0, X0
+	MOVQ         out+0(FP), DI
+	VMOVUPS      X0, (DI)(R12*4)
+	ADDQ         $4, R12
+	JMP          f4loop
+
+f1loop:
+	CMPQ R12, R9
+	JGE  fdone
+	MOVQ rows+24(FP), R8
+	MOVQ w+8(FP), SI
+	MOVQ stride+16(FP), BX
+	ROWPTR(0, R12, AX)
+	VXORPS Y0, Y0, Y0
+	XORQ   CX, CX
+	MOVQ   x+40(FP), R10
+
+f1blk:
+	CMPQ         CX, R11
+	JGE          f1store
+	LOADX
+	MOVWLZX      (AX)(CX*1), DI
+	VMOVD        DI, X14
+	VCVTPH2PS    X14, X14
+	VBROADCASTSS X14, Y14
+	Q8F2(AX, Y0, Y14)
+	ADDQ         $34, CX
+	ADDQ         $128, R10
+	JMP          f1blk
+
+f1store:
+	VEXTRACTF128 $1, Y0, X1
+	VADDPS       X1, X0, X0
+	VHADDPS      X0, X0, X0
+	VHADDPS      X0, X0, X0
+	MOVQ         out+0(FP), DI
+	VMOVSS       X0, (DI)(R12*4)
+	INCQ         R12
+	JMP          f1loop
+
+fdone:
+	VZEROUPPER
+	RET
