@@ -7,28 +7,14 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/pinfer/pinfer/internal/fixtures"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
-// sharedModels walks up from the test's directory to the checkout's
-// shared/models, failing (not skipping) when the fixtures are missing.
-func sharedModels(t *testing.T) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	require.NoError(t, err)
-	for {
-		p := filepath.Join(dir, "shared", "models")
-		if st, err := os.Stat(p); err == nil && st.IsDir() {
-			return p
-		}
-		up := filepath.Dir(dir)
-		if up == dir {
-			t.Fatal("shared/models fixtures not found above the working directory")
-		}
-		dir = up
-	}
-}
+// sharedModels is shared/models beside the checkout (a missing one fails the test).
+func sharedModels(t *testing.T) string { return fixtures.Dir(t) }
 
 type rawTensor struct {
 	name  string

@@ -7,27 +7,14 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/pinfer/pinfer/internal/fixtures"
+
 	"github.com/pinfer/pinfer/gguf"
 	"github.com/stretchr/testify/require"
 )
 
-// modelsDir finds shared/models by walking up from the working directory.
-func modelsDir(t testing.TB) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	require.NoError(t, err)
-	for {
-		p := filepath.Join(dir, "shared", "models")
-		if st, err := os.Stat(p); err == nil && st.IsDir() {
-			return p
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("shared/models not found above the working directory")
-		}
-		dir = parent
-	}
-}
+// modelsDir is shared/models beside the checkout (a missing one fails the test).
+func modelsDir(t testing.TB) string { return fixtures.Dir(t) }
 
 func loadGGUF(t testing.TB, rel string) *Tokenizer {
 	t.Helper()
