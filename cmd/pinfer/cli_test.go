@@ -190,3 +190,13 @@ func TestBadInput(t *testing.T) {
 		})
 	}
 }
+
+// Sampling is reproducible under --seed, as llama.cpp's.
+func TestRunSeed(t *testing.T) {
+	args := []string{"run", "-p", "ROMEO:", "-n", "24", "--temp", "1", "--seed", "7"}
+	a, stderr, code := pinfer(t, args...)
+	require.Zero(t, code, stderr)
+	b, _, _ := pinfer(t, args...)
+	require.Equal(t, a, b)
+	require.Greater(t, len(a), len("ROMEO:"))
+}

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"runtime"
 	"strconv"
@@ -93,6 +94,9 @@ func runCmd() *cobra.Command {
 				}
 				ids = append(ids, id)
 			}
+			if !cmd.Flags().Changed("seed") {
+				sp.Seed = rand.Uint64()
+			}
 			m, pred, err := mf.loadPredicted()
 			if err != nil {
 				return err
@@ -136,7 +140,7 @@ func runCmd() *cobra.Command {
 	fl.IntVarP(&n, "n-predict", "n", 128, "tokens to generate (-1: until end of text or a full context)")
 	fl.IntVarP(&nctx, "ctx-size", "c", 0, "context size (default: the model's, at most 4096)")
 	fl.Float64Var(&sp.Temp, "temp", sp.Temp, "temperature (0: greedy)")
-	fl.Uint64Var(&sp.Seed, "seed", sp.Seed, "random seed")
+	fl.Uint64Var(&sp.Seed, "seed", sp.Seed, "random seed (default: a new one each run, as llama.cpp)")
 	fl.IntVar(&sp.TopK, "top-k", sp.TopK, "top-k sampling (0: off)")
 	fl.Float64Var(&sp.TopP, "top-p", sp.TopP, "top-p sampling (1: off)")
 	fl.Float64Var(&sp.MinP, "min-p", sp.MinP, "min-p sampling (0: off)")

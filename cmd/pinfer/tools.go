@@ -45,7 +45,7 @@ func convertCmd() *cobra.Command {
 	var out, typ string
 	c := &cobra.Command{
 		Use:   "convert HF_DIR -o FILE.gguf",
-		Short: "Convert a Hugging Face LLaMA-family checkpoint to GGUF",
+		Short: "Convert a Hugging Face checkpoint (LLaMA, Mistral, Mixtral, Falcon, OPT) to GGUF",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if out == "" {
