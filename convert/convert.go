@@ -10,6 +10,7 @@ import (
 	"log"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/pinfer/pinfer/gguf"
@@ -200,7 +201,7 @@ func (p *planner) source(hf string, shape []int) (*safetensors.Tensor, error) {
 		return nil, err
 	}
 	p.used[hf] = true
-	if !equal(t.Shape, shape) {
+	if !slices.Equal(t.Shape, shape) {
 		return nil, fmt.Errorf("%s: tensor %q has shape %v, expected %v", t.File, hf, t.Shape, shape)
 	}
 	if t.DType != "F32" && t.DType != "F16" && t.DType != "BF16" {
@@ -280,18 +281,6 @@ func planTensors(st *safetensors.Dir, hp *hparams, logf func(string, ...any)) ([
 
 func isInvFreq(name string) bool {
 	return filepath.Ext(name) == ".inv_freq"
-}
-
-func equal(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // add queues the tensor. A HF [out, in] matrix is GGUF dims [in, out] with

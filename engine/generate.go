@@ -33,7 +33,7 @@ type Logit struct {
 
 // Timings are measured as llama.cpp reports them.
 type Timings struct {
-	LoadMs          float64 `json:"load_ms"`
+	LoadMs          float64 `json:"load_ms,omitempty"`
 	PromptN         int     `json:"prompt_n"`
 	PromptMs        float64 `json:"prompt_ms"`
 	PromptPerToken  float64 `json:"prompt_per_token_ms"`
@@ -145,12 +145,13 @@ func (m *Model) Generate(opt Options) (*Result, error) {
 	res.Text = string(text)
 	res.Timings.EvalN = len(res.Tokens)
 	res.Timings.EvalMs = ms(time.Since(start))
-	res.Timings.fill()
+	res.Timings.Fill()
 	res.Stats = m.sparseStats(sess.Runner(), opt.Predictor)
 	return res, nil
 }
 
-func (t *Timings) fill() {
+// Fill derives the per-token and per-second figures from the counts and times.
+func (t *Timings) Fill() {
 	if t.PromptN > 0 && t.PromptMs > 0 {
 		t.PromptPerToken = t.PromptMs / float64(t.PromptN)
 		t.PromptPerSecond = 1000 / t.PromptPerToken

@@ -5,6 +5,7 @@ import (
 	"io"
 	"math"
 
+	"github.com/pinfer/pinfer/graph"
 	"github.com/pinfer/pinfer/ops"
 )
 
@@ -34,6 +35,15 @@ func (m *Model) ComputePerplexity(text string, nctx int, pool *ops.Pool, log io.
 
 // ScoreTokens is ComputePerplexity on tokens already encoded.
 func (m *Model) ScoreTokens(tokens []int, nctx int, pool *ops.Pool, log io.Writer) (*Perplexity, error) {
+	return m.ScoreSession(m.NewSession(nctx, pool), tokens, false, log)
+}
+
+// ScoreSession scores tokens in ScoreTokens's windows of sess's context on
+// sess, which may carry a predictor. Stepwise feeds one token at a time, as
+// decoding does: a window run as one batch computes the union of its rows'
+// neurons, which hides what each row's predictor missed.
+func (m *Model) ScoreSession(sess *graph.Session, tokens []int, stepwise bool, log io.Writer) (*Perplexity, error) {
+	nctx := sess.NCtx()
 	if nctx < 4 {
 		return nil, fmt.Errorf("a context of %d is too small to score", nctx)
 	}
@@ -43,20 +53,19 @@ func (m *Model) ScoreTokens(tokens []int, nctx int, pool *ops.Pool, log io.Write
 	r := &Perplexity{Tokens: len(tokens)}
 	first := nctx / 2
 	var sum, sumSq float64
-	sess := m.NewSession(nctx, pool)
 	for start := 0; start+nctx <= len(tokens); start += nctx {
 		win := append([]int(nil), tokens[start:start+nctx]...)
 		if m.Tok.Vocab().AddBOS {
 			win[0] = m.Tok.BOS()
 		}
 		sess.Reset()
-		logits, err := sess.Forward(win, true)
+		rows, err := windowLogits(sess, win, stepwise)
 		if err != nil {
 			return nil, err
 		}
 		var wsum float64
 		for j := first; j < nctx-1; j++ {
-			nll := -logSoftmaxAt(logits.Row(j), tokens[start+j+1])
+			nll := -logSoftmaxAt(rows(j), tokens[start+j+1])
 			wsum += nll
 			sum += nll
 			sumSq += nll * nll
@@ -77,6 +86,31 @@ func (m *Model) ScoreTokens(tokens []int, nctx int, pool *ops.Pool, log io.Write
 		r.StdErr = r.PPL * math.Sqrt(variance/n)
 	}
 	return r, nil
+}
+
+// windowLogits runs a window and returns the logits of its position j, for
+// the scored half (j >= len(win)/2). The stepwise rows are copied: each
+// step's result lives only until the next.
+func windowLogits(sess *graph.Session, win []int, stepwise bool) (func(j int) []float32, error) {
+	if !stepwise {
+		logits, err := sess.Forward(win, true)
+		if err != nil {
+			return nil, err
+		}
+		return logits.Row, nil
+	}
+	first := len(win) / 2
+	var rows [][]float32
+	for j, tok := range win[:len(win)-1] { // the last token predicts nothing scored
+		logits, err := sess.Forward([]int{tok}, false)
+		if err != nil {
+			return nil, err
+		}
+		if j >= first {
+			rows = append(rows, append([]float32(nil), logits.Data...))
+		}
+	}
+	return func(j int) []float32 { return rows[j-first] }, nil
 }
 
 func logSoftmaxAt(logits []float32, id int) float64 {

@@ -2,7 +2,6 @@ package ops
 
 import (
 	"sync"
-	"sync/atomic"
 
 	"github.com/pinfer/pinfer/ops/avx2"
 )
@@ -106,7 +105,7 @@ func matMulFast(p *Pool, out []float32, m *Matrix, x []float32, T int) {
 	rows, cols, rb := m.Rows, m.Cols, m.rowBytes()
 	a := quantizeX(m.Type, x, cols, T)
 	defer releaseX(a)
-	ids := iota32(rows)
+	ids := avx2.Iota(rows)
 	tile := rows
 	if T > 1 && m.Type != Q4_0 {
 		tile = max(1, (64<<10)/rb)
@@ -141,29 +140,6 @@ func (j *matJob) Run(lo, hi int) {
 		r1 := min(hi, r0+j.tile)
 		gatherT(m.Type, j.out[r0:], m.Rows, m.Data, m.Cols, j.ids[r0:r1], j.x, j.T, j.a)
 	}
-}
-
-// iota32 returns 0..n-1 from a shared, growing table.
-var (
-	iotaTab  atomic.Pointer[[]int32]
-	iotaGrow sync.Mutex
-)
-
-func iota32(n int) []int32 {
-	if t := iotaTab.Load(); t != nil && len(*t) >= n {
-		return (*t)[:n]
-	}
-	iotaGrow.Lock()
-	defer iotaGrow.Unlock()
-	if t := iotaTab.Load(); t != nil && len(*t) >= n {
-		return (*t)[:n]
-	}
-	t := make([]int32, max(n, 1<<14))
-	for i := range t {
-		t[i] = int32(i)
-	}
-	iotaTab.Store(&t)
-	return t[:n]
 }
 
 func fastAvailable() bool { return avx2.Available }

@@ -53,7 +53,7 @@ func FFNRow(pool *Pool, f *FFN, down *Matrix, x []float32, active []int32, out [
 // ffnCPU computes neurons ids (nil: all) for the T tokens of x.
 func ffnCPU(pool *Pool, f *FFN, down *Matrix, x []float32, T int, ids []int32, out []float32) {
 	if ids == nil {
-		ids = iota32(f.Gate.Rows)
+		ids = avx2.Iota(f.Gate.Rows)
 	}
 	if len(ids) == 0 {
 		return

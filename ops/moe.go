@@ -2,6 +2,7 @@ package ops
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 )
 
@@ -56,10 +57,10 @@ func moeShape(s *ShapeArgs) (int, error) {
 		return 0, fmt.Errorf("gate %s has dims %v: want {%d, n_ff, %d}", gate.Name, gate.Dims, d, nE)
 	}
 	ff := gate.Dims[1]
-	if !sameDims(up.Dims, gate.Dims) {
+	if !slices.Equal(up.Dims, gate.Dims) {
 		return 0, fmt.Errorf("up %s has dims %v: want %v like the gate", up.Name, up.Dims, gate.Dims)
 	}
-	if !sameDims(down.Dims, []int{ff, d, nE}) {
+	if !slices.Equal(down.Dims, []int{ff, d, nE}) {
 		return 0, fmt.Errorf("down %s has dims %v: want [%d %d %d]", down.Name, down.Dims, ff, d, nE)
 	}
 	if k := s.A.Int("n_expert_used"); k < 1 || k > nE {
@@ -79,7 +80,7 @@ func moePredictorShape(fc1, fc2 *Weight, d, ff, nE int) error {
 	if len(fc1.Dims) != 3 || fc1.M == nil || fc1.Dims[0] != d || fc1.Dims[1] < 1 || fc1.Dims[2] != nE {
 		return fmt.Errorf("fc1 %s has dims %v: want {%d, rank, %d}", fc1.Name, fc1.Dims, d, nE)
 	}
-	if r := fc1.Dims[1]; fc2.M == nil || !sameDims(fc2.Dims, []int{r, ff, nE}) {
+	if r := fc1.Dims[1]; fc2.M == nil || !slices.Equal(fc2.Dims, []int{r, ff, nE}) {
 		return fmt.Errorf("fc2 %s has dims %v: want [%d %d %d]", fc2.Name, fc2.Dims, r, ff, nE)
 	}
 	return nil
@@ -91,18 +92,6 @@ func optSlot(w []*Weight, i int) *Weight {
 		return w[i]
 	}
 	return nil
-}
-
-func sameDims(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // expertRows is rows [e*n, (e+1)*n) of a stacked matrix, without copying.

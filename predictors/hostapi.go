@@ -123,9 +123,7 @@ func hostMLPScores(l hostLayer, in hostInput) vec {
 	}
 	s.h = growVec(s.h, s.l.FC1.Rows)
 	s.scores = growVec(s.scores, s.l.NFF)
-	ops.MatMul(s.in.Pool, s.h, s.l.FC1, s.in.Resid, 1)
-	ops.ReLU(s.h)
-	ops.MatMul(s.in.Pool, s.scores, s.l.FC2, s.h, 1)
+	s.l.MLPScores(s.in.Pool, s.in.Resid, s.h, s.scores)
 	return s.scores
 }
 
@@ -134,20 +132,15 @@ func hostMLPScores(l hostLayer, in hostInput) vec {
 func hostGateScores(l hostLayer, in hostInput) vec {
 	s := l.s
 	s.gate = growVec(s.gate, s.l.NFF)
-	ops.MatMul(s.in.Pool, s.gate, s.l.Gate, s.in.Normed, 1)
+	s.l.GateScores(s.in.Pool, s.in.Normed, s.gate)
 	return s.gate
 }
 
 // hostFired is the true active set of this token, at the oracle's cost.
 func hostFired(l hostLayer, in hostInput) []int32 {
-	g := hostGateScores(l, in)
-	var ids []int32
-	for i, v := range g {
-		if Fires(l.s.l, v) {
-			ids = append(ids, int32(i))
-		}
-	}
-	return ids
+	s := l.s
+	s.gate = growVec(s.gate, s.l.NFF)
+	return s.l.Fired(s.in.Pool, s.in.Normed, s.gate, nil)
 }
 
 // hostGateAt is the gate pre-activation of the given neurons only.

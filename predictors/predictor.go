@@ -93,20 +93,37 @@ type Oracle struct{ g []float32 }
 func (*Oracle) Name() string { return "oracle" }
 
 func (o *Oracle) Predict(l *Layer, in Input, dst []int32) []int32 {
-	if cap(o.g) < l.NFF {
-		o.g = make([]float32, l.NFF)
-	}
-	g := o.g[:l.NFF]
-	ops.MatMul(in.Pool, g, l.Gate, in.Normed, 1)
+	o.g = grow(o.g, l.NFF)
+	return l.Fired(in.Pool, in.Normed, o.g, dst)
+}
+
+// GateScores writes into g (NFF long) the gate pre-activations of the FFN
+// input x, bias included: what every oracle, label and truth is made from.
+func (l *Layer) GateScores(pool *ops.Pool, x, g []float32) {
+	ops.MatMul(pool, g, l.Gate, x, 1)
 	if l.GateBias != nil {
 		ops.Axpy(g, 1, l.GateBias)
 	}
+}
+
+// Fired appends to dst the neurons whose gate fires for the FFN input x,
+// ascending, using g (NFF long) as scratch.
+func (l *Layer) Fired(pool *ops.Pool, x, g []float32, dst []int32) []int32 {
+	l.GateScores(pool, x, g)
 	for i, v := range g {
 		if Fires(l, v) {
 			dst = append(dst, int32(i))
 		}
 	}
 	return dst
+}
+
+// MLPScores writes into s (NFF long) PowerInfer's predictor scores
+// relu(fc1·resid)·fc2, using h (the rank long) for the hidden units.
+func (l *Layer) MLPScores(pool *ops.Pool, resid, h, s []float32) {
+	ops.MatMul(pool, h, l.FC1, resid, 1)
+	ops.ReLU(h)
+	ops.MatMul(pool, s, l.FC2, h, 1)
 }
 
 // Fires reports whether a gate pre-activation v passes the layer's
@@ -140,9 +157,7 @@ func (*MLP) Name() string { return "mlp" }
 func (m *MLP) Predict(l *Layer, in Input, dst []int32) []int32 {
 	m.h = grow(m.h, l.FC1.Rows)
 	m.s = grow(m.s, l.NFF)
-	ops.MatMul(in.Pool, m.h, l.FC1, in.Resid, 1)
-	ops.ReLU(m.h)
-	ops.MatMul(in.Pool, m.s, l.FC2, m.h, 1)
+	l.MLPScores(in.Pool, in.Resid, m.h, m.s)
 	for i, v := range m.s {
 		if v > l.PredCut {
 			dst = append(dst, int32(i))

@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"encoding/json"
+	"github.com/pinfer/pinfer/engine"
 	"strings"
 )
 
@@ -151,17 +152,9 @@ type usage struct {
 	TotalTokens      int `json:"total_tokens"`
 }
 
-// timings are llama.cpp's server timings of one request.
-type timings struct {
-	PromptN             int     `json:"prompt_n"`
-	PromptMs            float64 `json:"prompt_ms"`
-	PromptPerTokenMs    float64 `json:"prompt_per_token_ms"`
-	PromptPerSecond     float64 `json:"prompt_per_second"`
-	PredictedN          int     `json:"predicted_n"`
-	PredictedMs         float64 `json:"predicted_ms"`
-	PredictedPerTokenMs float64 `json:"predicted_per_token_ms"`
-	PredictedPerSecond  float64 `json:"predicted_per_second"`
-}
+// timings are llama.cpp's server timings of one request: run's, without
+// the load time.
+type timings = engine.Timings
 
 type chatChoice struct {
 	Index        int       `json:"index"`

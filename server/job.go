@@ -97,14 +97,3 @@ func (j *job) result() (tokens int, t timings, err error) {
 }
 
 func msSince(t time.Time) float64 { return float64(time.Since(t).Nanoseconds()) / 1e6 }
-
-func (t *timings) fill() {
-	if t.PromptN > 0 && t.PromptMs > 0 {
-		t.PromptPerTokenMs = t.PromptMs / float64(t.PromptN)
-		t.PromptPerSecond = 1000 / t.PromptPerTokenMs
-	}
-	if t.PredictedN > 0 && t.PredictedMs > 0 {
-		t.PredictedPerTokenMs = t.PredictedMs / float64(t.PredictedN)
-		t.PredictedPerSecond = 1000 / t.PredictedPerTokenMs
-	}
-}

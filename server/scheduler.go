@@ -186,11 +186,11 @@ func (s *Server) release(sl *slot, reason string, err error) {
 		err = fmt.Errorf("generation failed: %v", err)
 	}
 	t := sl.t
-	t.PredictedN = sl.n
+	t.EvalN = sl.n
 	if !sl.started.IsZero() {
-		t.PredictedMs = msSince(sl.started)
+		t.EvalMs = msSince(sl.started)
 	}
-	t.fill()
+	t.Fill()
 	sl.job.end(reason, err, sl.n, t)
 	sl.job, sl.started = nil, time.Time{}
 	s.metrics.slotsBusy.Add(-1)

@@ -3,10 +3,8 @@ package train
 import (
 	"fmt"
 	"io"
-	"math"
 
 	"github.com/pinfer/pinfer/engine"
-	"github.com/pinfer/pinfer/graph"
 	"github.com/pinfer/pinfer/ops"
 	"github.com/pinfer/pinfer/predictors"
 )
@@ -31,7 +29,8 @@ func Evaluate(m *engine.Model, p predictors.Predictor, tokens []int, nctx int, p
 	type counts struct{ tp, fp, fn, n, nff float64 }
 	per := map[*predictors.Layer]*counts{}
 	var gate []float32
-	fired := []bool{}
+	var fired []int32
+	isFired := []bool{}
 	observe := func(l *predictors.Layer, in predictors.Input, active []int32) {
 		c := per[l]
 		if c == nil {
@@ -40,18 +39,11 @@ func Evaluate(m *engine.Model, p predictors.Predictor, tokens []int, nctx int, p
 		}
 		gate = grow(gate, l.NFF)
 		// Not on the pool: the hook may run while the pool is busy.
-		ops.MatMul(nil, gate, l.Gate, in.Normed, 1)
-		if l.GateBias != nil {
-			ops.Axpy(gate, 1, l.GateBias)
-		}
-		fired = fired[:0]
-		nTrue := 0
-		for _, g := range gate {
-			f := predictors.Fires(l, g)
-			fired = append(fired, f)
-			if f {
-				nTrue++
-			}
+		fired = l.Fired(nil, in.Normed, gate, fired[:0])
+		nTrue := len(fired)
+		isFired = append(isFired[:0], make([]bool, l.NFF)...)
+		for _, i := range fired {
+			isFired[i] = true
 		}
 		hit := 0
 		if active == nil {
@@ -59,7 +51,7 @@ func Evaluate(m *engine.Model, p predictors.Predictor, tokens []int, nctx int, p
 			c.fp += float64(l.NFF - nTrue)
 		} else {
 			for _, i := range active {
-				if fired[i] {
+				if isFired[i] {
 					hit++
 				}
 			}
@@ -72,7 +64,7 @@ func Evaluate(m *engine.Model, p predictors.Predictor, tokens []int, nctx int, p
 	sess := m.NewSession(nctx, pool)
 	sess.SetPredictor(p)
 	sess.Runner().Observe = observe
-	sparse, err := scoreStepwise(m, sess, tokens)
+	sparse, err := m.ScoreSession(sess, tokens, true, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -80,7 +72,7 @@ func Evaluate(m *engine.Model, p predictors.Predictor, tokens []int, nctx int, p
 	if err != nil {
 		return nil, err
 	}
-	e := &Eval{Predictor: "dense", DensePPL: dense.PPL, SparsePPL: sparse}
+	e := &Eval{Predictor: "dense", DensePPL: dense.PPL, SparsePPL: sparse.PPL}
 	if p != nil {
 		e.Predictor = p.Name()
 	}
@@ -103,49 +95,6 @@ func Evaluate(m *engine.Model, p predictors.Predictor, tokens []int, nctx int, p
 	}
 	e.Recall /= float64(max(len(e.Layers), 1))
 	return e, nil
-}
-
-// scoreStepwise is the perplexity ScoreTokens computes, with the same
-// windows and scored positions, but fed one token at a time: a batch of rows
-// runs the union of their neurons, which hides what each row's predictor
-// missed, while decoding runs each token on its own set.
-func scoreStepwise(m *engine.Model, sess *graph.Session, tokens []int) (float64, error) {
-	nctx := sess.NCtx()
-	if len(tokens) < 2*nctx {
-		return 0, fmt.Errorf("the text has %d tokens; perplexity with a context of %d needs at least %d", len(tokens), nctx, 2*nctx)
-	}
-	var nll float64
-	var n int
-	for start := 0; start+nctx <= len(tokens); start += nctx {
-		sess.Reset()
-		for j := range nctx - 1 {
-			tok := tokens[start+j]
-			if j == 0 && m.Tok.Vocab().AddBOS {
-				tok = m.Tok.BOS()
-			}
-			logits, err := sess.Forward([]int{tok}, false)
-			if err != nil {
-				return 0, err
-			}
-			if j >= nctx/2 {
-				nll -= logSoftmaxAt(logits.Data, tokens[start+j+1])
-				n++
-			}
-		}
-	}
-	return math.Exp(nll / float64(n)), nil
-}
-
-func logSoftmaxAt(logits []float32, id int) float64 {
-	mx := math.Inf(-1)
-	for _, l := range logits {
-		mx = math.Max(mx, float64(l))
-	}
-	var s float64
-	for _, l := range logits {
-		s += math.Exp(float64(l) - mx)
-	}
-	return float64(logits[id]) - mx - math.Log(s)
 }
 
 // Print writes the table the CLI shows.

@@ -5,7 +5,6 @@ import (
 	"os"
 	"time"
 
-	"github.com/pinfer/pinfer/ops"
 	"github.com/pinfer/pinfer/train"
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
@@ -32,17 +31,13 @@ func predictorTrainCmd() *cobra.Command {
 			if file == "" || out == "" {
 				return fmt.Errorf("predictor train: -f TEXT and -o OUT.gguf are required")
 			}
-			text, err := os.ReadFile(file)
+			run, err := mf.openText(file)
 			if err != nil {
 				return err
 			}
-			m, err := mf.load()
-			if err != nil {
-				return err
-			}
-			defer m.Close()
-			cfg.Pool = ops.NewPool(mf.threads)
-			defer cfg.Pool.Close()
+			defer run.Close()
+			m, text := run.m, run.text
+			cfg.Pool = run.pool
 			cfg.Collected = tokenBar("collecting hidden states")
 			var bar *progressbar.ProgressBar
 			cfg.Progress = func(steps int) { bar.Set(steps) }
@@ -55,7 +50,7 @@ func predictorTrainCmd() *cobra.Command {
 					progressbar.OptionThrottle(100*time.Millisecond),
 					progressbar.OptionOnCompletion(func() { fmt.Fprintln(os.Stderr) }))
 			}
-			reps, err := train.Train(m, m.Encode(string(text)), out, cfg)
+			reps, err := train.Train(m, m.Encode(text), out, cfg)
 			if err != nil {
 				return err
 			}
@@ -103,18 +98,17 @@ func predictorEvalCmd() *cobra.Command {
 			if file == "" {
 				return fmt.Errorf("predictor eval: -f TEXT is required")
 			}
-			text, err := os.ReadFile(file)
+			run, err := mf.openText(file)
 			if err != nil {
 				return err
 			}
-			m, p, err := mf.loadPredicted()
+			defer run.Close()
+			m, text, pool := run.m, run.text, run.pool
+			p, err := m.Predictor(mf.predictor)
 			if err != nil {
 				return err
 			}
-			defer m.Close()
-			pool := ops.NewPool(mf.threads)
-			defer pool.Close()
-			tokens := m.Encode(string(text))
+			tokens := m.Encode(text)
 			if maxTokens > 0 && len(tokens) > maxTokens {
 				tokens = tokens[:maxTokens]
 			}

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/pinfer/pinfer/ops"
 	"github.com/pinfer/pinfer/predictors"
 	"github.com/pinfer/pinfer/profile"
 	"github.com/schollz/progressbar/v3"
@@ -26,20 +25,16 @@ func profileCmd() *cobra.Command {
 			if file == "" || out == "" {
 				return fmt.Errorf("profile: -f TEXT and -o STATS are required")
 			}
-			text, err := os.ReadFile(file)
+			run, err := mf.openText(file)
 			if err != nil {
 				return err
 			}
-			m, err := mf.load()
-			if err != nil {
-				return err
-			}
-			defer m.Close()
-			opt.Pool = ops.NewPool(mf.threads)
-			defer opt.Pool.Close()
+			defer run.Close()
+			m, text := run.m, run.text
+			opt.Pool = run.pool
 			bar := tokenBar("profiling")
 			opt.Progress = func(done, total int) { bar(done, total) }
-			s, err := profile.Run(m, string(text), opt)
+			s, err := profile.Run(m, text, opt)
 			if err != nil {
 				return fmt.Errorf("%s: %v", file, err)
 			}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/pinfer/pinfer/engine"
 	"github.com/pinfer/pinfer/models"
+	"github.com/pinfer/pinfer/ops"
 	"github.com/pinfer/pinfer/predictors"
 	"github.com/pinfer/pinfer/sample"
 	"github.com/spf13/cobra"
@@ -51,6 +52,32 @@ func (f *modelFlags) load() (*engine.Model, error) {
 		}
 	}
 	return m, nil
+}
+
+// textRun is what the commands that work through a text file share: the
+// text, the model and a pool of -t threads.
+type textRun struct {
+	text string
+	m    *engine.Model
+	pool *ops.Pool
+}
+
+// openText reads path and loads the model.
+func (f *modelFlags) openText(path string) (*textRun, error) {
+	text, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	m, err := f.load()
+	if err != nil {
+		return nil, err
+	}
+	return &textRun{text: string(text), m: m, pool: ops.NewPool(f.threads)}, nil
+}
+
+func (r *textRun) Close() {
+	r.pool.Close()
+	r.m.Close()
 }
 
 // loadPredicted loads the model and makes the predictor the flags name.

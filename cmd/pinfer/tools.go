@@ -75,18 +75,12 @@ func perplexityCmd() *cobra.Command {
 			if file == "" {
 				return fmt.Errorf("perplexity: -f TEXT is required")
 			}
-			text, err := os.ReadFile(file)
+			run, err := mf.openText(file)
 			if err != nil {
 				return err
 			}
-			m, err := mf.load()
-			if err != nil {
-				return err
-			}
-			defer m.Close()
-			pool := ops.NewPool(mf.threads)
-			defer pool.Close()
-			r, err := m.ComputePerplexity(string(text), nctx, pool, os.Stdout)
+			defer run.Close()
+			r, err := run.m.ComputePerplexity(run.text, nctx, run.pool, os.Stdout)
 			if err != nil {
 				return fmt.Errorf("%s: %v", file, err)
 			}

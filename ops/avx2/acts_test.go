@@ -152,7 +152,7 @@ func FuzzAxpyQ4T(f *testing.F) {
 	f.Fuzz(func(t *testing.T, kb byte, c uint16, nr uint8, sel, data []byte) {
 		_, cols, w, rows, nrows := fuzzShape(byte(kQ4)|kb&^3, c, nr, sel, data)
 		if rows == nil {
-			rows = denseRows(nrows)
+			rows = Iota(nrows)
 		}
 		T := 1 + int(kb>>4)%17
 		for _, p := range paths() {

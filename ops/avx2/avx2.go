@@ -297,7 +297,7 @@ func checkRows(fn string, w []byte, rowBytes int, rows []int32, n int) []int32 {
 		if rowBytes > 0 && n > have {
 			panic(fmt.Sprintf("avx2.%s: %d rows wanted, w holds %d (%d bytes, %d per row)", fn, n, have, len(w), rowBytes))
 		}
-		return denseRows(n)
+		return Iota(n)
 	}
 	if len(rows) != n {
 		panic(fmt.Sprintf("avx2.%s: %d row ids for %d results/coefficients", fn, len(rows), n))

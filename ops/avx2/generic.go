@@ -193,14 +193,15 @@ func floatToHalf(f float32) uint16 {
 	return sign | (uint16(e)<<10 + uint16(m))
 }
 
-// denseRows returns 0..n-1 from a shared table, so that rows == nil costs no
-// allocation once the table is large enough.
+// Iota returns 0..n-1 from a shared table, so that an all-rows index list
+// costs no allocation once the table is large enough. Callers must not
+// write to it.
 var (
 	iotaTab  atomic.Pointer[[]int32]
 	iotaGrow sync.Mutex
 )
 
-func denseRows(n int) []int32 {
+func Iota(n int) []int32 {
 	if t := iotaTab.Load(); t != nil && len(*t) >= n {
 		return (*t)[:n]
 	}
