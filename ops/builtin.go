@@ -3,6 +3,7 @@ package ops
 import (
 	"fmt"
 	"math"
+	"sync"
 )
 
 // The built-in operators. Each is registered once with its shape rule; the
@@ -185,12 +186,33 @@ func attentionShape(s *ShapeArgs) (int, error) {
 // one sequence.
 type kvCache struct{ k, v []float32 }
 
+// attnJob is one attention call's work over (row, head) pairs, recycled so
+// that a decode step allocates nothing here.
+type attnJob struct {
+	c             *Ctx
+	caches        []*kvCache
+	nh, hd, vd    int
+	group, window int
+	scale         float32
+}
+
+var attnJobs = sync.Pool{New: func() any { return new(attnJob) }}
+
+// scoreBufs holds each worker's attention scores between calls.
+var scoreBufs = sync.Pool{New: func() any { return new([]float32) }}
+
 func attention(c *Ctx) error {
 	q, k, v := c.In[0], c.In[1], c.In[2]
 	nh, nkv := c.A.Int("n_head"), c.A.Int("n_head_kv")
-	hd, vd := q.Cols/nh, v.Cols/nkv
+	j := attnJobs.Get().(*attnJob)
+	defer func() {
+		// Keep no executor buffers or caches alive in the pool.
+		clear(j.caches)
+		j.c = nil
+		attnJobs.Put(j)
+	}()
+	*j = attnJob{c: c, caches: j.caches[:0], nh: nh, hd: q.Cols / nh, vd: v.Cols / nkv, group: nh / nkv, window: c.A.Int("window")}
 	// Store every row's k and v first: a prompt's rows attend to each other.
-	caches := make([]*kvCache, q.Rows)
 	for t, r := range c.Rows {
 		if r.Pos >= r.NCtx {
 			return fmt.Errorf("context is full: position %d, context %d", r.Pos, r.NCtx)
@@ -202,43 +224,47 @@ func attention(c *Ctx) error {
 		}
 		copy(kv.k[r.Pos*k.Cols:], k.Row(t))
 		copy(kv.v[r.Pos*v.Cols:], v.Row(t))
-		caches[t] = kv
+		j.caches = append(j.caches, kv)
 	}
-
-	scale := float32(c.A.Float("scale"))
-	if scale == 0 {
-		scale = float32(1 / math.Sqrt(float64(hd)))
+	j.scale = float32(c.A.Float("scale"))
+	if j.scale == 0 {
+		j.scale = float32(1 / math.Sqrt(float64(j.hd)))
 	}
-	window, group := c.A.Int("window"), nh/nkv
-	c.Pool.Run(q.Rows*nh, func(lo, hi int) {
-		var scores []float32
-		for job := lo; job < hi; job++ {
-			t, h := job/nh, job%nh
-			p, kv := c.Rows[t].Pos, caches[t]
-			first := 0
-			if window > 0 && p-window+1 > first {
-				first = p - window + 1
-			}
-			qh := q.Row(t)[h*hd : (h+1)*hd]
-			kvh := h / group
-			if cap(scores) < p+1-first {
-				scores = make([]float32, p+1-first)
-			}
-			s := scores[:p+1-first]
-			for j := range s {
-				at := (first+j)*k.Cols + kvh*hd
-				s[j] = Dot(qh, kv.k[at:at+hd]) * scale
-			}
-			Softmax(s)
-			out := c.Out.Row(t)[h*vd : (h+1)*vd]
-			clear(out)
-			for j, w := range s {
-				at := (first+j)*v.Cols + kvh*vd
-				Axpy(out, w, kv.v[at:at+vd])
-			}
-		}
-	})
+	c.Pool.Do(q.Rows*nh, j)
 	return nil
+}
+
+func (j *attnJob) Run(lo, hi int) {
+	c := j.c
+	q, k, v := c.In[0], c.In[1], c.In[2]
+	nh, hd, vd := j.nh, j.hd, j.vd
+	buf := scoreBufs.Get().(*[]float32)
+	defer scoreBufs.Put(buf)
+	for job := lo; job < hi; job++ {
+		t, h := job/nh, job%nh
+		p, kv := c.Rows[t].Pos, j.caches[t]
+		first := 0
+		if j.window > 0 && p-j.window+1 > first {
+			first = p - j.window + 1
+		}
+		qh := q.Row(t)[h*hd : (h+1)*hd]
+		kvh := h / j.group
+		if cap(*buf) < p+1-first {
+			*buf = make([]float32, p+1-first)
+		}
+		s := (*buf)[:p+1-first]
+		for i := range s {
+			at := (first+i)*k.Cols + kvh*hd
+			s[i] = Dot(qh, kv.k[at:at+hd]) * j.scale
+		}
+		Softmax(s)
+		out := c.Out.Row(t)[h*vd : (h+1)*vd]
+		clear(out)
+		for i, w := range s {
+			at := (first+i)*v.Cols + kvh*vd
+			Axpy(out, w, kv.v[at:at+vd])
+		}
+	}
 }
 
 // gatherRows copies the chosen rows of t into one contiguous block.
