@@ -8,6 +8,8 @@ import (
 	"regexp"
 	"testing"
 
+	"github.com/pinfer/pinfer/ops/half"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -332,16 +334,16 @@ func TestHalfRoundTrip(t *testing.T) {
 		if math.IsNaN(f) {
 			continue
 		}
-		require.Equal(t, uint16(h), floatToHalf(float32(f)), "h=%#04x", h)
-		require.Equal(t, f, float64(halfToFloat(uint16(h))), "h=%#04x", h)
+		require.Equal(t, uint16(h), half.Encode(float32(f)), "h=%#04x", h)
+		require.Equal(t, f, float64(half.Decode(uint16(h))), "h=%#04x", h)
 	}
 	// Ties to even, underflow and overflow.
-	assert.Equal(t, uint16(0x3c00), floatToHalf(1+1.0/2048))
-	assert.Equal(t, uint16(0x3c02), floatToHalf(1+3.0/2048))
-	assert.Equal(t, uint16(0x0000), floatToHalf(math.Float32frombits(0x33000000))) // 2^-25
-	assert.Equal(t, uint16(0x0001), floatToHalf(math.Float32frombits(0x33000001)))
-	assert.Equal(t, uint16(0x7c00), floatToHalf(65520))
-	assert.Equal(t, uint16(0x7bff), floatToHalf(65519))
+	assert.Equal(t, uint16(0x3c00), half.Encode(1+1.0/2048))
+	assert.Equal(t, uint16(0x3c02), half.Encode(1+3.0/2048))
+	assert.Equal(t, uint16(0x0000), half.Encode(math.Float32frombits(0x33000000))) // 2^-25
+	assert.Equal(t, uint16(0x0001), half.Encode(math.Float32frombits(0x33000001)))
+	assert.Equal(t, uint16(0x7c00), half.Encode(65520))
+	assert.Equal(t, uint16(0x7bff), half.Encode(65519))
 }
 
 func TestMisusePanics(t *testing.T) {

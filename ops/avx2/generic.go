@@ -5,6 +5,8 @@ import (
 	"math"
 	"sync"
 	"sync/atomic"
+
+	"github.com/pinfer/pinfer/ops/half"
 )
 
 // The portable kernels: the whole API without assembly, and the column tails
@@ -16,7 +18,7 @@ func f32At(b []byte, i int) float32 {
 }
 
 func f16At(b []byte, i int) float32 {
-	return halfToFloat(binary.LittleEndian.Uint16(b[2*i:]))
+	return half.Decode(binary.LittleEndian.Uint16(b[2*i:]))
 }
 
 func dotF32(row []byte, x []float32) float32 {
@@ -129,7 +131,7 @@ func quantizeQ8(dst []byte, x []float32) {
 			amax = max(amax, float32(math.Abs(float64(v))))
 		}
 		d := amax / 127
-		h := floatToHalf(d)
+		h := half.Encode(d)
 		// Where d rounds to 0 as f16 the block decodes to 0 whatever q
 		// is, and 1/d may overflow: q = 0 then.
 		var id float32
@@ -141,56 +143,6 @@ func quantizeQ8(dst []byte, x []float32) {
 			db[2+j] = byte(int8(math.Round(float64(v * id))))
 		}
 	}
-}
-
-func halfToFloat(h uint16) float32 {
-	sign := uint32(h>>15) << 31
-	exp := uint32(h>>10) & 0x1f
-	man := uint32(h) & 0x3ff
-	switch {
-	case exp == 0x1f:
-		return math.Float32frombits(sign | 0x7f800000 | man<<13)
-	case exp != 0:
-		return math.Float32frombits(sign | (exp+112)<<23 | man<<13)
-	}
-	f := float32(man) / (1 << 24) // subnormal (or zero): man * 2^-24
-	if sign != 0 {
-		f = -f
-	}
-	return f
-}
-
-// floatToHalf rounds to nearest even, as F16C does.
-func floatToHalf(f float32) uint16 {
-	b := math.Float32bits(f)
-	sign := uint16(b>>16) & 0x8000
-	exp := int(b>>23) & 0xff
-	man := b & 0x7fffff
-	if exp == 0xff {
-		if man != 0 {
-			return sign | 0x7e00
-		}
-		return sign | 0x7c00
-	}
-	e := exp - 112
-	if e >= 0x1f {
-		return sign | 0x7c00
-	}
-	shift := uint(13)
-	if e <= 0 {
-		if e < -10 {
-			return sign
-		}
-		man |= 0x800000
-		shift = uint(14 - e)
-		e = 0
-	}
-	m := man >> shift
-	rem, half := man&(1<<shift-1), uint32(1)<<(shift-1)
-	if rem > half || (rem == half && m&1 == 1) {
-		m++ // may carry into the exponent, which is still the right encoding
-	}
-	return sign | (uint16(e)<<10 + uint16(m))
 }
 
 // Iota returns 0..n-1 from a shared table, so that an all-rows index list
