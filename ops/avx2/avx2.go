@@ -34,42 +34,40 @@ const (
 
 // GatherF32 sets out[k] = row(rows[k]) · x for f32 rows of cols elements.
 func GatherF32(out []float32, w []byte, cols int, rows []int32, x []float32) {
-	ids := checkGather("GatherF32", out, w, cols, cols*4, rows, len(x), cols)
-	if ids == nil {
-		return
-	}
-	body := cols &^ 7
-	if !Available {
-		body = 0
-		clear(out)
-	} else {
-		gatherF32(&out[0], unsafe.SliceData(w), cols*4, &ids[0], len(out), unsafe.SliceData(x), body)
-	}
-	if body < cols {
-		for k, r := range ids {
-			row := w[int(r)*cols*4:][:cols*4]
-			out[k] += dotF32(row[body*4:], x[body:])
-		}
-	}
+	gatherPlain("GatherF32", 4, out, w, cols, rows, x)
 }
 
 // GatherF16 sets out[k] = row(rows[k]) · x for f16 rows of cols elements.
 func GatherF16(out []float32, w []byte, cols int, rows []int32, x []float32) {
-	ids := checkGather("GatherF16", out, w, cols, cols*2, rows, len(x), cols)
+	gatherPlain("GatherF16", 2, out, w, cols, rows, x)
+}
+
+// gatherPlain is GatherF32 and GatherF16 (by elem, the bytes per element):
+// the assembly takes whole groups of 8 columns, Go the rest.
+func gatherPlain(name string, elem int, out []float32, w []byte, cols int, rows []int32, x []float32) {
+	ids := checkGather(name, out, w, cols, cols*elem, rows, len(x), cols)
 	if ids == nil {
 		return
 	}
 	body := cols &^ 7
-	if !Available {
+	switch {
+	case !Available:
 		body = 0
 		clear(out)
-	} else {
+	case elem == 4:
+		gatherF32(&out[0], unsafe.SliceData(w), cols*4, &ids[0], len(out), unsafe.SliceData(x), body)
+	default:
 		gatherF16(&out[0], unsafe.SliceData(w), cols*2, &ids[0], len(out), unsafe.SliceData(x), body)
 	}
-	if body < cols {
-		for k, r := range ids {
-			row := w[int(r)*cols*2:][:cols*2]
-			out[k] += dotF16(row[body*2:], x[body:])
+	if body == cols {
+		return
+	}
+	for k, r := range ids {
+		tail := w[int(r)*cols*elem:][body*elem : cols*elem]
+		if elem == 4 {
+			out[k] += dotF32(tail, x[body:])
+		} else {
+			out[k] += dotF16(tail, x[body:])
 		}
 	}
 }
@@ -125,40 +123,38 @@ var q4Scratch = sync.Pool{New: func() any { return new([]byte) }}
 // AxpyF32 adds Σ_k coef[k]*row(rows[k]) to y (len cols); nil rows means
 // rows 0..len(coef)-1.
 func AxpyF32(y []float32, w []byte, cols int, rows []int32, coef []float32) {
-	ids := checkAxpy("AxpyF32", y, w, cols, cols*4, rows, coef)
-	if ids == nil {
-		return
-	}
-	body := cols &^ 7
-	if !Available {
-		body = 0
-	} else {
-		axpyF32(&y[0], unsafe.SliceData(w), cols*4, &ids[0], len(ids), &coef[0], body)
-	}
-	if body < cols {
-		for k, r := range ids {
-			row := w[int(r)*cols*4:][:cols*4]
-			axpyRowF32(y[body:], row[body*4:], coef[k])
-		}
-	}
+	axpyPlain("AxpyF32", 4, y, w, cols, rows, coef)
 }
 
 // AxpyF16 is AxpyF32 over f16 rows.
 func AxpyF16(y []float32, w []byte, cols int, rows []int32, coef []float32) {
-	ids := checkAxpy("AxpyF16", y, w, cols, cols*2, rows, coef)
+	axpyPlain("AxpyF16", 2, y, w, cols, rows, coef)
+}
+
+// axpyPlain is AxpyF32 and AxpyF16, as gatherPlain is their gathers.
+func axpyPlain(name string, elem int, y []float32, w []byte, cols int, rows []int32, coef []float32) {
+	ids := checkAxpy(name, y, w, cols, cols*elem, rows, coef)
 	if ids == nil {
 		return
 	}
 	body := cols &^ 7
-	if !Available {
+	switch {
+	case !Available:
 		body = 0
-	} else {
+	case elem == 4:
+		axpyF32(&y[0], unsafe.SliceData(w), cols*4, &ids[0], len(ids), &coef[0], body)
+	default:
 		axpyF16(&y[0], unsafe.SliceData(w), cols*2, &ids[0], len(ids), &coef[0], body)
 	}
-	if body < cols {
-		for k, r := range ids {
-			row := w[int(r)*cols*2:][:cols*2]
-			axpyRowF16(y[body:], row[body*2:], coef[k])
+	if body == cols {
+		return
+	}
+	for k, r := range ids {
+		tail := w[int(r)*cols*elem:][body*elem : cols*elem]
+		if elem == 4 {
+			axpyRowF32(y[body:], tail, coef[k])
+		} else {
+			axpyRowF16(y[body:], tail, coef[k])
 		}
 	}
 }
