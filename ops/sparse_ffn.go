@@ -23,20 +23,24 @@ func init() {
 			{Name: "threshold", Kind: Float, Default: 0.0}, {Name: "pred_threshold", Kind: Float, Default: 0.0}},
 		Shape: sparseFFNShape,
 		Run:   sparseFFN,
-		FFNs: func(w []*Weight, a Attrs) []FFN {
-			f := FFN{Gate: w[0].M, Act: a.Str("act"), Threshold: float32(a.Float("threshold")), PredCut: float32(a.Float("pred_threshold"))}
-			if w[1] != nil {
-				f.Up = w[1].M
-			}
-			if w[3] != nil {
-				f.FC1, f.FC2 = w[3].M, w[4].M
-			}
-			if w[5] != nil {
-				f.GateBias = w[5].Vec
-			}
-			return []FFN{f}
-		},
+		FFNs:  func(w []*Weight, a Attrs) []FFN { return []FFN{sparseFFNOf(w, a)} },
 	})
+}
+
+// sparseFFNOf reads a sparse_ffn node's slots (gate, up, down, fc1, fc2,
+// gate_bias, down_bias) and attributes as the FFN it computes.
+func sparseFFNOf(w []*Weight, a Attrs) FFN {
+	f := FFN{Gate: w[0].M, Act: a.Str("act"), Threshold: float32(a.Float("threshold")), PredCut: float32(a.Float("pred_threshold"))}
+	if w[1] != nil {
+		f.Up = w[1].M
+	}
+	if w[3] != nil {
+		f.FC1, f.FC2 = w[3].M, w[4].M
+	}
+	if w[5] != nil {
+		f.GateBias = w[5].Vec
+	}
+	return f
 }
 
 func sparseFFNShape(s *ShapeArgs) (int, error) {
@@ -104,13 +108,7 @@ func FFNActivation(act string, threshold, g, u float32) float32 {
 }
 
 func sparseFFN(c *Ctx) error {
-	f := FFN{Gate: c.W[0].M, Act: c.A.Str("act"), Threshold: float32(c.A.Float("threshold"))}
-	if c.W[1] != nil {
-		f.Up = c.W[1].M
-	}
-	if c.W[5] != nil {
-		f.GateBias = c.W[5].Vec
-	}
+	f := sparseFFNOf(c.W, c.A)
 	T := c.Out.Rows
 	var actives [][]int32
 	if c.Predict != nil {
