@@ -49,6 +49,10 @@ func serveCmd() *cobra.Command {
 				return err
 			}
 			defer srv.Close()
+			// Catch the signals before anyone can connect: a SIGTERM that
+			// arrives first would otherwise kill a stream in flight.
+			sig, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
 			ln, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
 			if err != nil {
 				return err
@@ -58,9 +62,6 @@ func serveCmd() *cobra.Command {
 			go func() { served <- hs.Serve(ln) }()
 			fmt.Fprintf(os.Stderr, "pinfer: serving %s on http://%s (%d slots, context %d per slot)\n",
 				srv.ModelName(), ln.Addr(), max(cfg.Slots, 1), srv.NCtx())
-
-			sig, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-			defer stop()
 			select {
 			case err := <-served:
 				return err
