@@ -4,11 +4,13 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Pool runs coarse work (a whole mat-vec, a whole FFN) on a fixed set of
-// goroutines. Hand-off blocks on channels: a spinning helper was measured to
-// stall for milliseconds at the tail, which costs more than a wake-up.
+// goroutines. Hand-off is by channels, each side polling briefly (see
+// spinFor) before it blocks: an unbounded spin that never yielded was
+// measured to stall for milliseconds at the tail.
 type Pool struct {
 	threads int
 	work    []chan piece // one per helper, so chunk k always lands on the same goroutine
@@ -16,6 +18,7 @@ type Pool struct {
 	done    sync.WaitGroup
 	mu      sync.Mutex     // one Do at a time: they share wg and the fields below
 	wg      sync.WaitGroup // the current Do's helpers
+	busy    atomic.Int32   // how many of them are still running
 
 	// The current Share: its job, range, piece count and next piece.
 	sj     Job
@@ -59,12 +62,17 @@ func NewPool(threads int) *Pool {
 
 func (p *Pool) worker(c chan piece) {
 	defer p.done.Done()
-	for t := range c {
+	for {
+		t, ok := receive(c)
+		if !ok {
+			return
+		}
 		if t.j == nil {
 			p.drain()
 		} else {
 			t.j.Run(t.lo, t.hi)
 		}
+		p.busy.Add(-1)
 		p.wg.Done()
 	}
 }
@@ -96,11 +104,12 @@ func (p *Pool) Do(n int, j Job) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.wg.Add(k - 1)
+	p.busy.Store(int32(k - 1))
 	for i := 1; i < k; i++ {
 		p.work[i-1] <- piece{j: j, lo: i * n / k, hi: (i + 1) * n / k}
 	}
 	j.Run(0, n/k)
-	p.wg.Wait()
+	p.await()
 }
 
 // Share is Do with [0,n) cut into pieces (at least one per worker) that
@@ -121,11 +130,12 @@ func (p *Pool) Share(n, pieces int, j Job) {
 	p.sj, p.sn, p.sk = j, n, min(n, max(pieces, k))
 	p.next.Store(0)
 	p.wg.Add(k - 1)
+	p.busy.Store(int32(k - 1))
 	for i := 1; i < k; i++ {
 		p.work[i-1] <- piece{}
 	}
 	p.drain()
-	p.wg.Wait()
+	p.await()
 	p.sj = nil
 }
 
@@ -151,4 +161,51 @@ func (p *Pool) Close() {
 		p.done.Wait()
 		p.threads = 1
 	})
+}
+
+// spinFor is how long a thread polls for what it waits on (a helper for
+// its next piece, the caller for its helpers) before it blocks. Decode
+// hands out work every few tens of microseconds, and waking a blocked
+// thread costs about as much on a virtual machine, whose idle vCPU halts.
+const spinFor = time.Millisecond
+
+// poll calls ready until it reports true or spinFor has passed, yielding
+// the processor in between so that other goroutines (the GC's, a server's)
+// still run; it reports whether ready did.
+func poll(ready func() bool) bool {
+	var start time.Time
+	for i := 0; ; i++ {
+		if ready() {
+			return true
+		}
+		if i&63 == 0 {
+			if i == 0 {
+				start = time.Now()
+			} else if time.Since(start) > spinFor {
+				return false
+			}
+		}
+		runtime.Gosched()
+	}
+}
+
+func receive(c chan piece) (t piece, ok bool) {
+	if poll(func() bool {
+		select {
+		case t, ok = <-c:
+			return true
+		default:
+			return false
+		}
+	}) {
+		return t, ok
+	}
+	t, ok = <-c
+	return t, ok
+}
+
+// await returns when the current Do's helpers are done.
+func (p *Pool) await() {
+	poll(func() bool { return p.busy.Load() == 0 })
+	p.wg.Wait()
 }
