@@ -1,13 +1,13 @@
 // Package bench measures prefill and decode speed the way llama-bench does,
 // with dense and sparse runs in one process so that their ratio holds on a
 // noisy machine, and relates decode speed to the bytes of weights each token
-// reads and to a streaming-read bandwidth measured in the same run.
+// reads and to a streaming-read bandwidth measured next to each decode
+// repetition.
 package bench
 
 import (
 	"fmt"
 	"math"
-	"sort"
 	"time"
 
 	"github.com/pinfer/pinfer/engine"
@@ -41,8 +41,13 @@ type Result struct {
 	Median        float64   `json:"median_ts"`
 	BytesPerToken float64   `json:"bytes_per_token,omitempty"` // weights read per decoded token
 	GBPerSec      float64   `json:"gb_per_s,omitempty"`        // implied by the median
-	ActiveFrac    float64   `json:"active_fraction,omitempty"` // mean over layers
-	Placed        string    `json:"gpu,omitempty"`             // what the mode put on the GPU
+	// StreamGBps is the median streaming read measured just before each
+	// decode repetition, and OfStream the median over repetitions of that
+	// repetition's weight reads per second against its own stream figure.
+	StreamGBps float64 `json:"stream_gb_per_s,omitempty"`
+	OfStream   float64 `json:"of_stream,omitempty"`
+	ActiveFrac float64 `json:"active_fraction,omitempty"` // mean over layers
+	Placed     string  `json:"gpu,omitempty"`             // what the mode put on the GPU
 }
 
 // Report is the whole run.
@@ -52,7 +57,7 @@ type Report struct {
 	Params     int64    `json:"params"`
 	Backend    string   `json:"backend"`
 	Threads    int      `json:"threads"`
-	StreamGBps float64  `json:"stream_gb_per_s"` // measured streaming read
+	StreamGBps float64  `json:"stream_gb_per_s"` // median of the decode tests' stream figures
 	Results    []Result `json:"results"`
 }
 
@@ -68,7 +73,7 @@ func Run(m *engine.Model, o Options) (*Report, error) {
 		rep.SizeBytes += int64(t.Size)
 		rep.Params += int64(t.Elems())
 	}
-	rep.StreamGBps = StreamBandwidth(pool)
+	st := newStreamer(pool)
 	for _, mode := range o.Modes {
 		name := mode
 		switch mode {
@@ -93,19 +98,29 @@ func Run(m *engine.Model, o Options) (*Report, error) {
 				return nil, fmt.Errorf("mode %s: %v", mode, err)
 			}
 		}
-		err = runMode(rep, m, pool, pred, mode, placed, o)
+		err = runMode(rep, m, pool, st, pred, mode, placed, o)
 		release()
 		if err != nil {
 			return nil, err
 		}
 	}
+	var streams []float64
+	for _, r := range rep.Results {
+		if r.StreamGBps > 0 {
+			streams = append(streams, r.StreamGBps)
+		}
+	}
+	if len(streams) == 0 {
+		streams = append(streams, st.measure(5)) // no decode test: measure once
+	}
+	rep.StreamGBps = median(streams)
 	return rep, nil
 }
 
 // runMode measures one mode's prefill and decode tests into rep.
-func runMode(rep *Report, m *engine.Model, pool *ops.Pool, pred predictors.Predictor, mode, placed string, o Options) error {
+func runMode(rep *Report, m *engine.Model, pool *ops.Pool, st *streamer, pred predictors.Predictor, mode, placed string, o Options) error {
 	if o.Prompt > 0 {
-		r, err := measure(m, pool, pred, o.Prompt, 0, o.Reps)
+		r, err := measure(m, pool, nil, pred, o.Prompt, 0, o.Reps)
 		if err != nil {
 			return err
 		}
@@ -113,7 +128,7 @@ func runMode(rep *Report, m *engine.Model, pool *ops.Pool, pred predictors.Predi
 		rep.Results = append(rep.Results, *r)
 	}
 	if o.Gen > 0 {
-		r, err := measure(m, pool, pred, 1, o.Gen, o.Reps)
+		r, err := measure(m, pool, st, pred, 1, o.Gen, o.Reps)
 		if err != nil {
 			return err
 		}
@@ -125,8 +140,8 @@ func runMode(rep *Report, m *engine.Model, pool *ops.Pool, pred predictors.Predi
 
 // measure runs a prompt of p tokens then g decode steps, reps times (after
 // one warm-up), and reports tokens per second of the prompt (g == 0) or of
-// the decode steps.
-func measure(m *engine.Model, pool *ops.Pool, pred predictors.Predictor, p, g, reps int) (*Result, error) {
+// the decode steps, the latter next to st's figure before each repetition.
+func measure(m *engine.Model, pool *ops.Pool, st *streamer, pred predictors.Predictor, p, g, reps int) (*Result, error) {
 	r := &Result{Predictor: "dense"}
 	if pred != nil {
 		r.Predictor = pred.Name()
@@ -135,8 +150,11 @@ func measure(m *engine.Model, pool *ops.Pool, pred predictors.Predictor, p, g, r
 	for i := range prompt {
 		prompt[i] = (i*7919 + 13) % m.Prog.Vocab
 	}
-	var active []float64
+	var active, streams []float64
 	for rep := -1; rep < reps; rep++ {
+		if st != nil && g > 0 && rep >= 0 {
+			streams = append(streams, st.measure(3))
+		}
 		sess := m.NewSession(p+g+1, pool)
 		sess.SetPredictor(pred)
 		start := time.Now()
@@ -187,11 +205,18 @@ func measure(m *engine.Model, pool *ops.Pool, pred predictors.Predictor, p, g, r
 		}
 		r.BytesPerToken = BytesPerToken(m.Prog, fracs, pred != nil && pred.Name() != "dense")
 		r.GBPerSec = r.BytesPerToken * r.Median / 1e9
+		if len(streams) > 0 {
+			ratios := make([]float64, len(streams))
+			for i, s := range streams {
+				ratios[i] = r.BytesPerToken * r.TokensPerSec[i] / 1e9 / s
+			}
+			r.StreamGBps, r.OfStream = median(streams), median(ratios)
+		}
 	}
 	return r, nil
 }
 
-// BytesPerToken counts the weight bytes one decode step reads: every matrix
+// BytesPerToken counts the weight bytes one decode step reads: every weight
 // once (one row of an embedding table), except that a sparse FFN reads only
 // its active fraction of neuron rows, plus its predictor when one runs.
 func BytesPerToken(p *graph.Program, active []float64, sparse bool) float64 {
@@ -199,10 +224,14 @@ func BytesPerToken(p *graph.Program, active []float64, sparse bool) float64 {
 	seen := map[*ops.Weight]bool{}
 	for _, n := range p.Nodes {
 		for slot, w := range n.W {
-			if w == nil || w.M == nil || seen[w] {
+			if w == nil || seen[w] {
 				continue
 			}
 			seen[w] = true
+			if w.M == nil {
+				total += float64(4 * len(w.Vec)) // norms, biases: held as f32
+				continue
+			}
 			bytes := float64(len(w.M.Data))
 			switch {
 			case n.Op.Name == "embedding":
@@ -233,7 +262,7 @@ func argmax(x []float32) int {
 	return best
 }
 
-func summarize(x []float64) (mean_, sd, median float64) {
+func summarize(x []float64) (mean_, sd, med float64) {
 	mean_ = mean(x)
 	for _, v := range x {
 		sd += (v - mean_) * (v - mean_)
@@ -241,13 +270,7 @@ func summarize(x []float64) (mean_, sd, median float64) {
 	if len(x) > 1 {
 		sd = math.Sqrt(sd / float64(len(x)-1))
 	}
-	s := append([]float64(nil), x...)
-	sort.Float64s(s)
-	median = s[len(s)/2]
-	if len(s)%2 == 0 {
-		median = (s[len(s)/2-1] + s[len(s)/2]) / 2
-	}
-	return
+	return mean_, sd, median(x)
 }
 
 func mean(x []float64) float64 {

@@ -7,22 +7,43 @@ import (
 	"github.com/pinfer/pinfer/ops"
 )
 
-// StreamBandwidth measures how fast this machine streams memory with the
+// A streamer measures how fast this machine streams memory with the
 // engine's own fastest read kernel, on a buffer far larger than the caches,
 // split over the pool's threads: the ceiling decode speed is held against.
-// It returns the median of several passes, in GB/s.
-func StreamBandwidth(pool *ops.Pool) float64 {
-	const size = 512 << 20
-	buf := make([]float32, size/4)
+// A shared machine's bandwidth drifts by tens of percent within a minute, so
+// bench measures it next to every decode repetition rather than once.
+type streamer struct {
+	pool *ops.Pool
+	buf  []float32
+}
+
+func newStreamer(pool *ops.Pool) *streamer {
+	buf := make([]float32, (512<<20)/4)
 	for i := range buf {
 		buf[i] = float32(i & 7)
 	}
-	var rates []float64
-	for pass := 0; pass < 7; pass++ {
+	return &streamer{pool: pool, buf: buf}
+}
+
+// measure returns the median of passes reads of the buffer, in GB/s.
+func (s *streamer) measure(passes int) float64 {
+	rates := make([]float64, 0, passes)
+	for range passes {
 		start := time.Now()
-		pool.Run(len(buf), func(lo, hi int) { ops.Sum(buf[lo:hi]) })
-		rates = append(rates, float64(size)/time.Since(start).Seconds()/1e9)
+		s.pool.Run(len(s.buf), func(lo, hi int) { ops.Sum(s.buf[lo:hi]) })
+		rates = append(rates, float64(4*len(s.buf))/time.Since(start).Seconds()/1e9)
 	}
-	sort.Float64s(rates)
-	return rates[len(rates)/2]
+	return median(rates)
+}
+
+func median(x []float64) float64 {
+	if len(x) == 0 {
+		return 0
+	}
+	s := append([]float64(nil), x...)
+	sort.Float64s(s)
+	if len(s)%2 == 0 {
+		return (s[len(s)/2-1] + s[len(s)/2]) / 2
+	}
+	return s[len(s)/2]
 }

@@ -60,14 +60,14 @@ func benchCmd() *cobra.Command {
 }
 
 func printTable(m *engine.Model, r *bench.Report) {
-	fmt.Printf("| model | size | params | backend | threads | mode | test | t/s | median | bytes/token | GB/s |\n")
+	fmt.Printf("| model | size | params | backend | threads | mode | test | t/s | median | bytes/token | GB/s (%% of stream GB/s) |\n")
 	fmt.Printf("| --- | ---: | ---: | --- | ---: | --- | --- | ---: | ---: | ---: | ---: |\n")
 	name := filepath.Base(r.Model)
 	for _, x := range r.Results {
 		bpt, gbs, backend := "", "", r.Backend
 		if x.BytesPerToken > 0 {
 			bpt = fmt.Sprintf("%.2f GB", x.BytesPerToken/1e9)
-			gbs = fmt.Sprintf("%.1f (%.0f%%)", x.GBPerSec, 100*x.GBPerSec/r.StreamGBps)
+			gbs = fmt.Sprintf("%.1f (%.0f%% of %.1f)", x.GBPerSec, 100*x.OfStream, x.StreamGBps)
 		}
 		if x.Placed != "" {
 			// Part of the reads come from GPU memory: the CPU's streaming
@@ -82,7 +82,7 @@ func printTable(m *engine.Model, r *bench.Report) {
 		fmt.Printf("| %s | %.2f GiB | %.2f B | %s | %d | %s | %s | %.2f ± %.2f | %.2f | %s | %s |\n",
 			name, float64(r.SizeBytes)/(1<<30), float64(r.Params)/1e9, backend, r.Threads, mode, x.Test, x.Mean, x.SD, x.Median, bpt, gbs)
 	}
-	fmt.Printf("\nstreaming read, measured now: %.1f GB/s (GB/s columns are decode's weight reads; %% of that)\n", r.StreamGBps)
+	fmt.Printf("\nGB/s: decode's weight reads per second at the median; (%% of stream): median over repetitions of that repetition's reads against a streaming read measured just before it\n")
 	tg := map[string]float64{}
 	for _, x := range r.Results {
 		if strings.HasPrefix(x.Test, "tg") {

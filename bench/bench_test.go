@@ -1,0 +1,60 @@
+package bench
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/pinfer/pinfer/engine"
+	"github.com/pinfer/pinfer/models"
+)
+
+// The built-in Shakespeare model, dense against the oracle predictor: the
+// table's shape, and bytes per token counted from the file's own tensor
+// list rather than from the program.
+func TestRunCountsBytesAndStream(t *testing.T) {
+	path, err := models.DefaultModelPath()
+	require.NoError(t, err)
+	m, err := engine.Load(path, "")
+	require.NoError(t, err)
+	rep, err := Run(m, Options{Prompt: 8, Gen: 4, Reps: 3, Threads: 2, Modes: []string{"dense", "oracle"}})
+	require.NoError(t, err)
+
+	// Dense decode reads every tensor once, except that the embedding
+	// table (output.weight is separate) gives one row per token.
+	var want float64
+	for _, x := range m.File.Tensors {
+		switch {
+		case x.Name == "token_embd.weight":
+			want += float64(x.Size) / float64(x.Dims[1])
+		case strings.HasSuffix(x.Name, "fc1.weight"), strings.HasSuffix(x.Name, "fc2.weight"):
+		default:
+			want += float64(x.Size)
+		}
+	}
+
+	require.Len(t, rep.Results, 4)
+	assert.Greater(t, rep.StreamGBps, 0.0)
+	byKey := map[string]Result{}
+	for _, r := range rep.Results {
+		byKey[r.Mode+"/"+r.Test] = r
+		require.Len(t, r.TokensPerSec, 3, r.Mode+"/"+r.Test)
+		lo, hi := r.TokensPerSec[0], r.TokensPerSec[0]
+		for _, v := range r.TokensPerSec {
+			lo, hi = min(lo, v), max(hi, v)
+		}
+		assert.True(t, r.Median >= lo && r.Median <= hi, "median %v outside [%v, %v]", r.Median, lo, hi)
+	}
+	dense, oracle := byKey["dense/tg4"], byKey["oracle/tg4"]
+	assert.InDelta(t, want, dense.BytesPerToken, 0.5)
+	assert.InDelta(t, dense.BytesPerToken*dense.Median/1e9, dense.GBPerSec, 1e-9)
+	assert.Greater(t, dense.StreamGBps, 0.0)
+	assert.Greater(t, dense.OfStream, 0.0)
+	assert.Equal(t, 0.0, byKey["dense/pp8"].StreamGBps, "prefill is not held against the stream")
+	// The oracle computes only firing neurons: fewer FFN bytes.
+	assert.Greater(t, oracle.ActiveFrac, 0.0)
+	assert.Less(t, oracle.ActiveFrac, 1.0)
+	assert.Less(t, oracle.BytesPerToken, dense.BytesPerToken)
+}
