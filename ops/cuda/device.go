@@ -6,6 +6,7 @@ package cuda
 #cgo LDFLAGS: -lcuda
 #include <cuda.h>
 #include <stdint.h>
+#include <string.h>
 
 // launch passes each argument as one 8-byte slot, which is why every kernel
 // takes 64-bit scalars.
@@ -14,6 +15,32 @@ static CUresult launch(CUfunction f, unsigned gx, unsigned gy, unsigned bx, unsi
 	void *p[16];
 	for (int i = 0; i < n && i < 16; i++) p[i] = &args[i];
 	return cuLaunchKernel(f, gx, gy, 1, bx, 1, 1, shmem, s, p, NULL);
+}
+
+// launchPDL launches f allowed to start before the kernel ahead of it on
+// the stream finishes (programmatic dependent launch, Hopper and later):
+// the kernel must wait in griddepcontrol.wait before it reads anything.
+static CUresult launchPDL(CUfunction f, unsigned gx, unsigned gy, unsigned bx, unsigned shmem, CUstream s,
+                          uint64_t *args, int n) {
+	void *p[16];
+	for (int i = 0; i < n && i < 16; i++) p[i] = &args[i];
+	CUlaunchAttribute a;
+	memset(&a, 0, sizeof a);
+	a.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+	a.value.programmaticStreamSerializationAllowed = 1;
+	CUlaunchConfig c;
+	memset(&c, 0, sizeof c);
+	c.gridDimX = gx;
+	c.gridDimY = gy;
+	c.gridDimZ = 1;
+	c.blockDimX = bx;
+	c.blockDimY = 1;
+	c.blockDimZ = 1;
+	c.sharedMemBytes = shmem;
+	c.hStream = s;
+	c.attrs = &a;
+	c.numAttrs = 1;
+	return cuLaunchKernelEx(&c, f, p, NULL);
 }
 
 static const char *errName(CUresult r) {
@@ -64,6 +91,7 @@ type Device struct {
 	scratch   *Buffer // the axpy's per-chunk partials
 	counters  *Buffer // the axpy's per-column-slice arrival counts
 	xq        *QX     // MatVec's q8_0 copy of x for q4_0 rows
+	pdl       bool    // the gathers are launched as programmatic dependents
 	closeList []func()
 }
 
@@ -95,6 +123,8 @@ func Open(ordinal int) (*Device, error) {
 	}
 	d.Name, _ = dev.Name()
 	d.SMs, _ = dev.Attribute(cu.MultiprocessorCount)
+	major, _ := dev.Attribute(cu.ComputeCapabilityMajor)
+	d.pdl = major >= 9 // griddepcontrol (pdl_wait) is Hopper's
 	if d.mod, err = cu.LoadData(fatbin); err != nil {
 		return fail("load kernels.fatbin", err)
 	}
@@ -181,6 +211,16 @@ func (d *Device) launchShared(name string, gx, gy, block, shmem int, args ...uin
 		return nil
 	}
 	return check("launch "+name, C.launch(d.fns[name], C.uint(gx), C.uint(gy), C.uint(block), C.uint(shmem),
+		d.cstream(), (*C.uint64_t)(&args[0]), C.int(len(args))))
+}
+
+// launchPDL is launch for a kernel that calls pdl_wait before it reads
+// anything: it may start while the kernel before it still runs.
+func (d *Device) launchPDL(name string, gx, gy, block, shmem int, args ...uint64) error {
+	if gx == 0 || gy == 0 {
+		return nil
+	}
+	return check("launch "+name, C.launchPDL(d.fns[name], C.uint(gx), C.uint(gy), C.uint(block), C.uint(shmem),
 		d.cstream(), (*C.uint64_t)(&args[0]), C.int(len(args))))
 }
 

@@ -15,9 +15,17 @@ var kernelNames = []string{
 	"ax_f32", "ax_f16", "ax_q8_0", "ax_q4_0",
 }
 
+// benchKernels are launched by the bandwidth tests only: the previous
+// gathers, the current ones without the touches of x, and kernels that
+// time fixed costs.
+var benchKernels = []string{
+	"gvprev_f16", "gvprev_q4_0", "gv_noxt_f16_64", "nop", "chain",
+}
+
 func init() {
+	kernelNames = append(kernelNames, benchKernels...)
 	for _, t := range []string{"f32", "f16", "q8_0", "q4_0"} {
-		for _, g := range []string{"8", "32"} {
+		for _, g := range []string{"8", "16", "32", "64"} {
 			kernelNames = append(kernelNames, "gv_"+t+"_"+g, "gu_"+t+"_"+g)
 		}
 	}

@@ -61,10 +61,10 @@ extern "C" __global__ void quant_q8(signed char *xq, const float *x, i64 n) {
     for (i64 b = w; b < nb; b += nw) quant_block(x[b * 32 + lane], lane, b, nb, xq);
 }
 
-// q4_0 row vector v (one block) · the q8_0 x: integer dot by dp4a, then the
-// two scales, as the CPU's q4_0 × q8_0 kernel.
-__device__ __forceinline__ float dot_q4q8(uint4 w, float dw, i64 v, const QX &x) {
-    int4 a = __ldg(x.lo + v), b = __ldg(x.hi + v);
+// q4_0 row vector w (one block, scale dw) · q8_0 block (a, b: its quants,
+// d its scale, qs their sum): integer dot by dp4a, then the two scales, as
+// the CPU's q4_0 × q8_0 kernel.
+__device__ __forceinline__ float dot_q4q8v(uint4 w, float dw, int4 a, int4 b, float d, int qs) {
     int s = 0;
     s = __dp4a((int)(w.x & 0x0F0F0F0Fu), a.x, s);
     s = __dp4a((int)((w.x >> 4) & 0x0F0F0F0Fu), b.x, s);
@@ -74,23 +74,30 @@ __device__ __forceinline__ float dot_q4q8(uint4 w, float dw, i64 v, const QX &x)
     s = __dp4a((int)((w.z >> 4) & 0x0F0F0F0Fu), b.z, s);
     s = __dp4a((int)(w.w & 0x0F0F0F0Fu), a.w, s);
     s = __dp4a((int)((w.w >> 4) & 0x0F0F0F0Fu), b.w, s);
-    return dw * __ldg(x.d + v) * (float)(s - 8 * __ldg(x.s + v));
+    return dw * d * (float)(s - 8 * qs);
 }
 
-// One 16-byte vector v of a row dotted with x: q4_0 against the q8_0 x,
-// the other formats against the f32 x (as the CPU computes them).
+// The same against block v of x.
+__device__ __forceinline__ float dot_q4q8(uint4 w, float dw, i64 v, const QX &x) {
+    return dot_q4q8v(w, dw, __ldg(x.lo + v), __ldg(x.hi + v), __ldg(x.d + v), __ldg(x.s + v));
+}
+
+// --- mat-vec: rows gathered by an index ---
+
+// The previous step kernels (run 5 of NOTES.md: lane groups of 8 or 32,
+// 256-thread blocks, U loads in flight, x read as each vector is dotted),
+// kept for the bandwidth test's side-by-side only.
 template <int T>
-__device__ __forceinline__ float dot_vec(uint4 w, const unsigned char *row, i64 qbytes, i64 v, const float *x, const QX &qx) {
+__device__ __forceinline__ float prev_dot_vec(uint4 w, const unsigned char *row, i64 qbytes, i64 v, const float *x,
+                                              const QX &qx) {
     const int EPV = Fmt<T>::EPV;
     if (T == T_Q4_0) return dot_q4q8(w, h2f(((const uint16_t *)(row + qbytes))[v]), v, qx);
     return Fmt<T>::scale(row, qbytes, v * EPV) * Fmt<T>::dot(w, nullptr, 0, x + v * EPV);
 }
 
-// A group of G lanes dots one row: lane gl takes vectors gl, gl+G, ..., U
-// loads in flight. Returns the lane's partial sum.
 template <int T, int G>
-__device__ __forceinline__ float row_dot(const unsigned char *row, bool live, i64 qbytes, i64 cols, int gl,
-                                         const float *x, const QX &qx) {
+__device__ __forceinline__ float prev_row_dot(const unsigned char *row, bool live, i64 qbytes, i64 cols, int gl,
+                                              const float *x, const QX &qx) {
     const int EPV = Fmt<T>::EPV, U = 4;
     i64 nv = vec_elems<T>(cols) / EPV;
     float acc = 0.f;
@@ -101,7 +108,7 @@ __device__ __forceinline__ float row_dot(const unsigned char *row, bool live, i6
             if (live && v0 + u * G < nv) buf[u] = ld_stream(row + (v0 + u * G) * 16);
 #pragma unroll
         for (int u = 0; u < U; u++)
-            if (live && v0 + u * G < nv) acc += dot_vec<T>(buf[u], row, qbytes, v0 + u * G, x, qx);
+            if (live && v0 + u * G < nv) acc += prev_dot_vec<T>(buf[u], row, qbytes, v0 + u * G, x, qx);
     }
     if ((T == T_F32 || T == T_F16) && live)
         for (i64 e = nv * EPV + gl; e < cols; e += G) acc += tail_elem<T>(row, e) * x[e];
@@ -114,16 +121,9 @@ template <int G> __device__ __forceinline__ float group_sum(float v) {
     return v;
 }
 
-// gv: out[k] = W[r_k] · x for k < n, r_k = idx[k] (k when idx is null), n
-// read from *np when np is set. G lanes per row; the grid strides over the
-// rows, whole warps at a time so every lane reaches the shuffles.
-// epi 0: out[k] = dot (+ bias[r_k]); 1: out[k] = relu(dot); 2: mask[k] =
-// dot > cut (PowerInfer's predictor: the neurons worth computing).
 template <int T, int G>
-__device__ void gv(float *out, const unsigned char *W, i64 stride, i64 qbytes, const int *idx, i64 n,
-                   const int *np, i64 cols, const float *x, const signed char *xq, const float *bias, i64 epi,
-                   double cut, int *mask) {
-    if (np) n = *np;
+__device__ void prev_gv(float *out, const unsigned char *W, i64 stride, i64 qbytes, const int *idx, i64 n,
+                        i64 cols, const float *x, const signed char *xq) {
     const int RPW = WARP / G;
     int gl = threadIdx.x % G;
     QX qx;
@@ -133,7 +133,119 @@ __device__ void gv(float *out, const unsigned char *W, i64 stride, i64 qbytes, c
         i64 k = kb + (threadIdx.x % WARP) / G;
         bool live = k < n;
         i64 r = live ? (idx ? idx[k] : k) : 0;
-        float s = group_sum<G>(row_dot<T, G>(W + r * stride, live, qbytes, cols, gl, x, qx));
+        float s = group_sum<G>(prev_row_dot<T, G>(W + r * stride, live, qbytes, cols, gl, x, qx));
+        if (live && gl == 0) out[k] = s;
+    }
+}
+
+// Programmatic dependent launch (Hopper): device.go launches the gathers so
+// that they may start while the kernel before them still drains, which
+// hides part of their launch. pdl_wait blocks until that kernel has
+// finished and its writes are visible: nothing may be read before it.
+// Launched plainly, it returns at once.
+__device__ __forceinline__ void pdl_wait() {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+// How a round of row_dot gets x. XP_GLOBAL: each vector's dot loads its
+// part of x from global memory when it runs. The dots run one after
+// another once the weights have arrived, and every warp of an SM starts at
+// once, so none finds x in L1 and each of those loads is a trip to L2 in
+// a row. XP_TOUCH: a 4-byte load per 32-byte sector of x that a vector
+// needs goes out with the weights, so the dots find x in L1: f16 at 20%
+// rows 7.7 -> 7.0 us. q8_0 keeps XP_GLOBAL (its two touches per vector:
+// 8.4 -> 10.2 us), and q4_0 too: four touches per vector (x's quants,
+// scale and sum) cost more than they saved, and so did copying its q8_0 x
+// into shared memory (NOTES.md, run 6).
+enum { XP_GLOBAL = 0, XP_TOUCH = 1 };
+
+// touch loads the word at p through L1 (the default caching of a global
+// load), so the line is there when a dot reads it.
+__device__ __forceinline__ unsigned touch(const void *p) { return *(const unsigned *)p; }
+
+// row_dot: a group of G lanes dots one row (live false: no loads, 0); lane
+// gl takes vectors gl, gl+G, ... and returns its partial sum. A round
+// issues all U loads of weights (and their scales, and with XP_TOUCH the
+// touches of x) before it uses any, so a row of up to G·U vectors costs
+// one trip to memory.
+template <int T, int G, int U, int XP>
+__device__ __forceinline__ float row_dot(const unsigned char *row, bool live, i64 qbytes, i64 cols, int gl,
+                                         const float *x, const QX &qx) {
+    const int EPV = Fmt<T>::EPV;
+    i64 nv = vec_elems<T>(cols) / EPV;
+    float acc = 0.f;
+    for (i64 v0 = gl; v0 < nv; v0 += G * U) {
+        uint4 buf[U];
+        float sc[U];
+        unsigned tch = 0;
+#pragma unroll
+        for (int u = 0; u < U; u++)
+            if (live && v0 + u * G < nv) {
+                buf[u] = ld_stream(row + (v0 + u * G) * 16);
+                sc[u] = Fmt<T>::scale(row, qbytes, (v0 + u * G) * EPV);
+            }
+        if (XP == XP_TOUCH)
+#pragma unroll
+            for (int u = 0; u < U; u++)
+                if (v0 + u * G < nv)
+#pragma unroll
+                    for (int b = 0; b < EPV * 4; b += 32) tch ^= touch(x + (v0 + u * G) * EPV + b / 4);
+#pragma unroll
+        for (int u = 0; u < U; u++)
+            if (live && v0 + u * G < nv) {
+                i64 v = v0 + u * G;
+                if (T == T_Q4_0) acc += dot_q4q8(buf[u], sc[u], v, qx);
+                else acc += sc[u] * Fmt<T>::dot(buf[u], nullptr, 0, x + v * EPV);
+            }
+        // Use the touches, or they would not be loaded: their sign bit only,
+        // which turns a sum of -0 into +0 at most.
+        if (XP == XP_TOUCH) acc += __uint_as_float(tch & 0x80000000u);
+    }
+    if ((T == T_F32 || T == T_F16) && live)
+        for (i64 e = nv * EPV + gl; e < cols; e += G) acc += tail_elem<T>(row, e) * x[e];
+    return acc;
+}
+
+// group_total is the sum of v over a lane group of G lanes, in lane gl 0
+// of the group (G up to a warp: in every lane). Groups wider than a warp
+// add their warps' sums through part; every thread of the block must call
+// it.
+template <int G> __device__ __forceinline__ float group_total(float v, float *part) {
+    if (G <= WARP) return group_sum<G>(v);
+    v = warp_sum(v);
+    if (threadIdx.x % WARP == 0) part[threadIdx.x / WARP] = v;
+    __syncthreads();
+    int first = threadIdx.x / G * (G / WARP);
+    float s = 0.f;
+#pragma unroll
+    for (int i = 0; i < G / WARP; i++) s += part[first + i];
+    __syncthreads();
+    return s;
+}
+
+// gv: out[k] = W[r_k] · x for k < n, r_k = idx[k] (k when idx is null), n
+// read from *np when np is set. A block of blockDim.x/G lane groups takes
+// one row each and the grid strides over the rows; every thread reaches
+// the loop's reductions, live or not.
+// epi 0: out[k] = dot (+ bias[r_k]); 1: out[k] = relu(dot); 2: mask[k] =
+// dot > cut (PowerInfer's predictor: the neurons worth computing).
+template <int T, int G, int U, int XP>
+__device__ void gv(float *out, const unsigned char *W, i64 stride, i64 qbytes, const int *idx, i64 n,
+                   const int *np, i64 cols, const float *x, const signed char *xq, const float *bias, i64 epi,
+                   double cut, int *mask) {
+    __shared__ float part[G > WARP ? 1024 / WARP : 1];
+    pdl_wait();
+    if (np) n = *np;
+    int gl = threadIdx.x % G, rpb = blockDim.x / G;
+    QX qx;
+    if (T == T_Q4_0) qx = qx_view(xq, cols / 32);
+    for (i64 kb = (i64)blockIdx.x * rpb; kb < n; kb += (i64)gridDim.x * rpb) {
+        i64 k = kb + threadIdx.x / G;
+        bool live = k < n;
+        i64 r = live ? (idx ? idx[k] : k) : 0;
+        float s = group_total<G>(row_dot<T, G, U, XP>(W + r * stride, live, qbytes, cols, gl, x, qx), part);
         if (!live || gl != 0) continue;
         if (epi == 2) mask[k] = s > (float)cut;
         else if (epi == 1) out[k] = s < 0.f ? 0.f : s;
@@ -142,28 +254,91 @@ __device__ void gv(float *out, const unsigned char *W, i64 stride, i64 qbytes, c
 }
 
 // gu: the FFN's gate and up rows of neuron r_k and its activation, a[k] =
-// act(gate·x + bias[r_k], up·x); gate and up share one layout.
-template <int T, int G>
+// act(gate·x + bias[r_k], up·x); gate and up share one layout. With up,
+// lane groups come in pairs, the first on a neuron's gate row and the
+// second on its up row (the same registers as gv, so as many rows in
+// flight), meeting in shared memory.
+template <int T, int G, int U, int XP>
 __device__ void gu(float *a, const unsigned char *gate, const unsigned char *up, i64 stride, i64 qbytes,
                    const int *idx, i64 n, const int *np, i64 cols, const float *x, const signed char *xq,
                    const float *gbias, i64 act, double thr) {
+    __shared__ float part[G > WARP ? 1024 / WARP : 1];
+    __shared__ float ush[1024 / 16];
+    pdl_wait();
     if (np) n = *np;
-    const int RPW = WARP / G;
-    int gl = threadIdx.x % G;
+    int gl = threadIdx.x % G, grp = threadIdx.x / G;
+    int pair = up ? 2 : 1, npb = blockDim.x / G / pair; // neurons per block
+    int slot = grp / pair;
+    bool isup = up && grp % 2 == 1;
     QX qx;
     if (T == T_Q4_0) qx = qx_view(xq, cols / 32);
-    i64 w = ((i64)blockIdx.x * blockDim.x + threadIdx.x) / WARP, nw = (i64)gridDim.x * blockDim.x / WARP;
-    for (i64 kb = w * RPW; kb < n; kb += nw * RPW) {
-        i64 k = kb + (threadIdx.x % WARP) / G;
+    for (i64 kb = (i64)blockIdx.x * npb; kb < n; kb += (i64)gridDim.x * npb) {
+        i64 k = kb + slot;
         bool live = k < n;
         i64 r = live ? (idx ? idx[k] : k) : 0;
-        float g = group_sum<G>(row_dot<T, G>(gate + r * stride, live, qbytes, cols, gl, x, qx));
-        float u = 1.f;
-        if (up) u = group_sum<G>(row_dot<T, G>(up + r * stride, live, qbytes, cols, gl, x, qx));
-        if (!live || gl != 0) continue;
-        if (gbias) g += gbias[r];
-        a[k] = ffn_activation(g, u, act, (float)thr);
+        const unsigned char *row = (isup ? up : gate) + r * stride;
+        float s = group_total<G>(row_dot<T, G, U, XP>(row, live, qbytes, cols, gl, x, qx), part);
+        if (up) {
+            if (isup && gl == 0) ush[slot] = s;
+            __syncthreads();
+        }
+        if (live && !isup && gl == 0) {
+            float u = up ? ush[slot] : 1.f;
+            if (gbias) s += gbias[r];
+            a[k] = ffn_activation(s, u, act, (float)thr);
+        }
+        if (up) __syncthreads();
     }
+}
+
+// The kernels, 128-thread blocks: G lanes per row (step.go picks G from
+// the row's length), 4 loads in flight per lane, x touched into L1 for f32
+// and f16. The launch bounds keep 8 blocks (9 with 64 lanes) resident per
+// SM, enough for a sparse gather of a few thousand rows to be in flight at
+// once.
+#define STEP_KERNELS(sfx, T, G, U, XP, MB)                                                             \
+    extern "C" __global__ void __launch_bounds__(128, MB) gv_##sfx(float *out, const unsigned char *W, \
+        i64 stride, i64 qbytes, const int *idx, i64 n, const int *np, i64 cols, const float *x,        \
+        const signed char *xq, const float *bias, i64 epi, double cut, int *mask) {                    \
+        gv<T, G, U, XP>(out, W, stride, qbytes, idx, n, np, cols, x, xq, bias, epi, cut, mask);        \
+    }                                                                                                  \
+    extern "C" __global__ void __launch_bounds__(128, MB) gu_##sfx(float *a, const unsigned char *gate,\
+        const unsigned char *up, i64 stride, i64 qbytes, const int *idx, i64 n, const int *np,         \
+        i64 cols, const float *x, const signed char *xq, const float *gbias, i64 act, double thr) {    \
+        gu<T, G, U, XP>(a, gate, up, stride, qbytes, idx, n, np, cols, x, xq, gbias, act, thr);        \
+    }
+#define STEP_TYPE(t, T, XP)                                                                            \
+    STEP_KERNELS(t##_8, T, 8, 4, XP, 8)                                                                \
+    STEP_KERNELS(t##_16, T, 16, 4, XP, 8)                                                              \
+    STEP_KERNELS(t##_32, T, 32, 4, XP, 8)                                                              \
+    STEP_KERNELS(t##_64, T, 64, 4, XP, 9)
+STEP_TYPE(f32, T_F32, XP_TOUCH)
+STEP_TYPE(f16, T_F16, XP_TOUCH)
+STEP_TYPE(q8_0, T_Q8_0, XP_GLOBAL)
+STEP_TYPE(q4_0, T_Q4_0, XP_GLOBAL)
+
+// For the bandwidth tests only: the previous kernels, this one without the
+// touches of x, an empty kernel (a graph node's fixed cost) and one with a
+// gather's dependent loads but not its bytes (out[k] = idx[k], or with
+// deref the first word of row idx[k]).
+#define PREV_KERNEL(sfx, T)                                                                            \
+    extern "C" __global__ void __launch_bounds__(256) gvprev_##sfx(float *out, const unsigned char *W, \
+        i64 stride, i64 qbytes, const int *idx, i64 n, const int *np, i64 cols, const float *x,        \
+        const signed char *xq, const float *bias, i64 epi, double cut, int *mask) {                    \
+        prev_gv<T, 32>(out, W, stride, qbytes, idx, n, cols, x, xq);                                   \
+    }
+PREV_KERNEL(f16, T_F16)
+PREV_KERNEL(q4_0, T_Q4_0)
+STEP_KERNELS(noxt_f16_64, T_F16, 64, 4, XP_GLOBAL, 9)
+
+extern "C" __global__ void nop(float *out) { pdl_wait(); }
+
+extern "C" __global__ void chain(float *out, const unsigned char *W, i64 stride, const int *idx, i64 n, i64 deref) {
+    pdl_wait();
+    i64 k = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (k >= n) return;
+    i64 r = idx[k];
+    out[k] = deref ? (float)__ldcs((const int *)(W + r * stride)) : (float)r;
 }
 
 // ax: y[c] (+)= Σ_k a[k] · W[r_k][c], the down projection of the chosen
@@ -255,25 +430,6 @@ __device__ void ax(float *y, const unsigned char *W, i64 stride, i64 qbytes, con
     if (threadIdx.x == 0) counters[blockIdx.x] = 0;
 }
 
-#define STEP_KERNELS(sfx, T, G)                                                                        \
-    extern "C" __global__ void __launch_bounds__(256) gv_##sfx(float *out, const unsigned char *W,     \
-        i64 stride, i64 qbytes, const int *idx, i64 n, const int *np, i64 cols, const float *x,        \
-        const signed char *xq, const float *bias, i64 epi, double cut, int *mask) {                    \
-        gv<T, G>(out, W, stride, qbytes, idx, n, np, cols, x, xq, bias, epi, cut, mask);               \
-    }                                                                                                  \
-    extern "C" __global__ void __launch_bounds__(256) gu_##sfx(float *a, const unsigned char *gate,    \
-        const unsigned char *up, i64 stride, i64 qbytes, const int *idx, i64 n, const int *np,         \
-        i64 cols, const float *x, const signed char *xq, const float *gbias, i64 act, double thr) {    \
-        gu<T, G>(a, gate, up, stride, qbytes, idx, n, np, cols, x, xq, gbias, act, thr);               \
-    }
-STEP_KERNELS(f32_8, T_F32, 8)
-STEP_KERNELS(f32_32, T_F32, 32)
-STEP_KERNELS(f16_8, T_F16, 8)
-STEP_KERNELS(f16_32, T_F16, 32)
-STEP_KERNELS(q8_0_8, T_Q8_0, 8)
-STEP_KERNELS(q8_0_32, T_Q8_0, 32)
-STEP_KERNELS(q4_0_8, T_Q4_0, 8)
-STEP_KERNELS(q4_0_32, T_Q4_0, 32)
 
 // Lane groups per axpy row: 8 for the quantized formats (a slice of 256 or
 // 128 columns), a warp for f32/f16 (128 or 256 columns).

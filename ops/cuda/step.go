@@ -69,23 +69,51 @@ func (d *Device) Quantize(xq *QX, x *Buffer) error {
 	return d.launch("quant_q8", min((nb+7)/8, 8*d.SMs), 1, 256, ptr(xq.Buf), ptr(x), i64(xq.N))
 }
 
-// lanes is the lane group that dots one row: a warp for rows of 128
-// vectors or more, else 8 lanes (several short rows per warp).
-func lanes(m *Layout) string {
-	if m.Cols/elemsPerVector(m.Type) >= 128 {
-		return "32"
+// stepBlock is the gathers' block size; lanes(m) of its threads dot one
+// row.
+const stepBlock = 128
+
+// lanes is the lane group that dots one row of m: about a quarter of the
+// row's 16-byte vectors, so that each lane has four loads in flight per
+// round and a row takes one or two rounds (4096 columns: 64 lanes for
+// f16, two rounds; 32 for q4_0, one), between 8 and 64.
+func lanes(m *Layout) int {
+	g := 8
+	for g < 64 && 2*g <= m.Cols/elemsPerVector(m.Type)/4 {
+		g *= 2
 	}
-	return "8"
+	return g
 }
 
-// rowsGrid is the grid of 256-thread blocks for n rows of m: enough blocks
-// to cover them, at most 16 per SM (the kernels stride over the rest).
-func (d *Device) rowsGrid(m *Layout, n int) int {
-	per := 8
-	if lanes(m) == "8" {
-		per = 32
+// stepKernel is the gather kernel of m's type and lane group.
+func stepKernel(prefix string, m *Layout) string {
+	return fmt.Sprintf("%s_%s_%d", prefix, suffix(m.Type), lanes(m))
+}
+
+// rowsGrid is the grid for n rows of m: a block per stepBlock/lanes rows,
+// but no more blocks than stay resident at once (the kernels' launch
+// bounds: 9 per SM for 64 lanes, 8 for fewer), over which the kernels
+// stride. A sparse gather of a few thousand rows is then in flight at
+// once, and one whose count is read on the device starts no blocks that
+// would only exit.
+func (d *Device) rowsGrid(m *Layout, n, perRow int) int {
+	g := lanes(m)
+	resident := 8
+	if g == 64 {
+		resident = 9
 	}
-	return max(1, min((n+per-1)/per, 16*d.SMs))
+	rpb := stepBlock / g / perRow
+	return max(1, min((n+rpb-1)/rpb, resident*d.SMs))
+}
+
+// launchGather launches a gather kernel, which waits in pdl_wait before it
+// reads anything: on Hopper it may start while the kernel ahead of it
+// drains (programmatic dependent launch), about 0.2-0.3 us a call.
+func (d *Device) launchGather(name string, grid int, args ...uint64) error {
+	if d.pdl {
+		return d.launchPDL(name, grid, 1, stepBlock, 0, args...)
+	}
+	return d.launch(name, grid, 1, stepBlock, args...)
 }
 
 // Epi says what Gemv does with each row's dot.
@@ -140,7 +168,7 @@ func (d *Device) Gemv(out *Buffer, m *Matrix, x *Buffer, xq *QX, idx *Buffer, n 
 	if n == 0 {
 		return nil
 	}
-	return d.launch("gv_"+suffix(m.Type)+"_"+lanes(&m.Layout), d.rowsGrid(&m.Layout, n), 1, 256,
+	return d.launchGather(stepKernel("gv", &m.Layout), d.rowsGrid(&m.Layout, n, 1),
 		ptr(out), ptr(m.Buf), i64(m.Stride), i64(m.QBytes), ptr(idx), i64(n), ptr(o.Count), i64(m.Cols),
 		ptr(x), qptr(xq), ptr(o.Bias), i64(int(o.Epi)), f64(float64(o.Cut)), ptr(o.Mask))
 }
@@ -170,10 +198,11 @@ func (d *Device) GateUp(a *Buffer, gate, up *Matrix, x *Buffer, xq *QX, idx *Buf
 		return nil
 	}
 	var upBuf *Buffer
+	perRow := 1
 	if up != nil {
-		upBuf = up.Buf
+		upBuf, perRow = up.Buf, 2 // a lane group each for gate and up
 	}
-	return d.launch("gu_"+suffix(gate.Type)+"_"+lanes(&gate.Layout), d.rowsGrid(&gate.Layout, n), 1, 256,
+	return d.launchGather(stepKernel("gu", &gate.Layout), d.rowsGrid(&gate.Layout, n, perRow),
 		ptr(a), ptr(gate.Buf), ptr(upBuf), i64(gate.Stride), i64(gate.QBytes), ptr(idx), i64(n), ptr(count),
 		i64(gate.Cols), ptr(x), qptr(xq), ptr(bias), i64(code), f64(float64(thr)))
 }
