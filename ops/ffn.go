@@ -66,10 +66,12 @@ func ffnCPU(pool *Pool, f *FFN, down *Matrix, x []float32, T int, ids []int32, o
 	}
 	pool.Share(len(ids), sharePieces*pool.Threads(), j)
 	// Each piece summed into its own partial; add them up now, in the
-	// pieces' order, so that the result does not depend on timing.
+	// pieces' order, so that the result does not depend on timing, and
+	// split by columns over the threads (eight threads leave 32 partials).
 	slices.SortFunc(j.parts, func(a, b *ffnScratch) int { return a.lo - b.lo })
+	j.sum = sumParts{parts: j.parts, out: out[:T*down.Cols]}
+	pool.Do(T*down.Cols, &j.sum)
 	for _, s := range j.parts {
-		Axpy(out[:T*down.Cols], 1, s.acc)
 		ffnBufs.Put(s)
 	}
 	releaseX(j.a)
@@ -90,6 +92,19 @@ type ffnJob struct {
 	a     *avx2.Acts
 	mu    sync.Mutex
 	parts []*ffnScratch
+	sum   sumParts
+}
+
+// sumParts adds an FFN's partial sums into out over a range of columns.
+type sumParts struct {
+	parts []*ffnScratch
+	out   []float32
+}
+
+func (j *sumParts) Run(lo, hi int) {
+	for _, s := range j.parts {
+		Axpy(j.out[lo:hi], 1, s.acc[lo:hi])
+	}
 }
 
 var ffnJobs = sync.Pool{New: func() any { return new(ffnJob) }}
