@@ -38,6 +38,11 @@ type DeviceOptions struct {
 	Predictor string
 	Ordinal   int       // GPU
 	Log       io.Writer // nil: silent
+	// Resident, when set, is what the GPU may hold (a placement under a
+	// VRAM budget): every mat-vec's weights, and of each sparse FFN its hot
+	// neurons; the cold ones run on the CPU between the step's graphs
+	// (split.go). Nil: the whole model.
+	Resident *cuda.Residency
 }
 
 // DeviceExec runs a Program entirely on the GPU. Program returns the
@@ -53,6 +58,9 @@ type DeviceExec struct {
 
 	emits    []func(s *devSession) error
 	launches int
+	split    *split      // nil: everything on the GPU
+	cuts     []int       // the step's graphs end before these emits...
+	hosts    []hostPoint // ...where these run on the host
 	attn     []attnSpec
 	bufs     []*cuda.Buffer
 	qxs      []*cuda.QX
@@ -77,10 +85,10 @@ type devSession struct{ res *sessRes }
 // sessRes is what a session holds on the device; freed once the session is
 // collected (graph.Session has no close), which a weak pointer tells.
 type sessRes struct {
-	owner weak.Pointer[devSession]
-	nctx  int
-	kv    []*cuda.KVCache
-	graph *cuda.Graph
+	owner  weak.Pointer[devSession]
+	nctx   int
+	kv     []*cuda.KVCache
+	graphs []*cuda.Graph // the step, between its host points (one if none)
 }
 
 // NewDeviceExec uploads p's weights and compiles its decode step. An op or
@@ -89,6 +97,9 @@ type sessRes struct {
 func NewDeviceExec(p *graph.Program, o DeviceOptions) (e *DeviceExec, err error) {
 	if o.Predictor != "mlp" && o.Predictor != "dense" {
 		return nil, fmt.Errorf("device executor: predictor %q runs on the CPU (the device runs mlp or dense)", o.Predictor)
+	}
+	if o.Resident != nil && o.Predictor != "mlp" {
+		return nil, fmt.Errorf("device executor: a partial placement needs the mlp predictor, not %s", o.Predictor)
 	}
 	if err := supported(p, o.Predictor); err != nil {
 		return nil, err
@@ -99,13 +110,17 @@ func NewDeviceExec(p *graph.Program, o DeviceOptions) (e *DeviceExec, err error)
 	}
 	d.Release() // driven through Bind from any goroutine, as the runner calls
 	e = &DeviceExec{d: d, src: p, vocab: p.Vocab, mats: map[*ops.Matrix]*cuda.Matrix{}, vecs: map[*ops.Weight]*cuda.Buffer{}, sparse: o.Predictor == "mlp"}
+	if o.Resident != nil {
+		e.split = newSplit(o.Resident)
+	}
 	unbind, err := d.Bind()
 	if err != nil {
 		return nil, err
 	}
+	ex := e // a failing return sets e to nil before this runs
 	defer func() {
 		if err != nil {
-			e.free()
+			ex.free()
 			unbind()
 			e = nil
 			return
@@ -190,6 +205,9 @@ func (e *DeviceExec) allocQX(n int) (*cuda.QX, error) {
 func (e *DeviceExec) matrix(m *ops.Matrix) (*cuda.Matrix, error) {
 	if dm := e.mats[m]; dm != nil {
 		return dm, nil
+	}
+	if e.split != nil && !e.split.dense[m] {
+		return nil, fmt.Errorf("a %dx%d matrix is not in the GPU placement", m.Rows, m.Cols)
 	}
 	dm, err := e.d.UploadMatrix(m, nil)
 	if err != nil {
@@ -379,6 +397,9 @@ func (e *DeviceExec) stacked(group []int, out []*cuda.Buffer, qx []*cuda.QX, nee
 	rows := 0
 	for _, j := range group {
 		m := nodes[j].W[0].M
+		if e.split != nil && !e.split.dense[m] {
+			return fmt.Errorf("%s: %s is not in the GPU placement", nodes[j].Where, nodes[j].W[0].Name)
+		}
 		data = append(data, m.Data...)
 		rows += m.Rows
 	}
@@ -418,6 +439,9 @@ func (e *DeviceExec) node(i int, out []*cuda.Buffer, qx []*cuda.QX, fusedAdd []b
 	in := func(k int) *cuda.Buffer { return out[n.In[k]] }
 	switch n.Op.Name {
 	case "embedding":
+		if e.split != nil {
+			return e.hostEmbedding(n, y, yq)
+		}
 		m, err := e.matrix(n.W[0].M)
 		if err != nil {
 			return err
@@ -501,6 +525,9 @@ func (e *DeviceExec) node(i int, out []*cuda.Buffer, qx []*cuda.QX, fusedAdd []b
 		op, cols := n.Op.Name, n.Cols
 		e.emit(1, func(*devSession) error { return d.Elementwise(y, yq, a, b, cols, op) })
 	case "sparse_ffn":
+		if e.split != nil {
+			return e.splitFFN(n, y, yq, out, qx)
+		}
 		return e.ffn(n, y, yq, out, qx)
 	default:
 		return fmt.Errorf("op %s has no device kernel", n.Op.Name)
@@ -543,47 +570,9 @@ func (e *DeviceExec) ffn(n *graph.Node, y *cuda.Buffer, yq *cuda.QX, out []*cuda
 	act, thr := l.Act, l.Threshold
 	var idx, count *cuda.Buffer
 	if e.sparse {
-		fc1, err := e.matrix(l.FC1)
-		if err != nil {
+		if idx, count, err = e.predict(n, out, qx); err != nil {
 			return err
 		}
-		fc2, err := e.matrix(l.FC2)
-		if err != nil {
-			return err
-		}
-		rank := l.FC1.Rows
-		h, err := e.alloc(4 * int64(rank))
-		if err != nil {
-			return err
-		}
-		var hq *cuda.QX
-		if l.FC2.Type == ops.Q4_0 {
-			if hq, err = e.allocQX(rank); err != nil {
-				return err
-			}
-		}
-		mask, err := e.alloc(4 * int64(nff))
-		if err != nil {
-			return err
-		}
-		if idx, err = e.alloc(4 * int64(nff)); err != nil {
-			return err
-		}
-		if count, err = e.alloc(4); err != nil {
-			return err
-		}
-		total := e.counts.View(8*int64(n.FirstLayer), 8)
-		r, rq, cut := out[n.In[1]], qx[n.In[1]], l.PredCut
-		e.emit(1, func(*devSession) error { return d.Gemv(h, fc1, r, rq, nil, rank, &cuda.GemvOpts{Epi: cuda.EpiReLU}) })
-		if hq != nil {
-			e.emit(1, func(*devSession) error { return d.Quantize(hq, h) })
-		}
-		e.emit(2, func(*devSession) error {
-			if err := d.Gemv(nil, fc2, h, hq, nil, nff, &cuda.GemvOpts{Epi: cuda.EpiCut, Cut: cut, Mask: mask}); err != nil {
-				return err
-			}
-			return d.Compact(idx, count, total, mask, nff)
-		})
 	}
 	e.emit(2, func(*devSession) error {
 		if err := d.GateUp(a, gate, up, x, xq, idx, nff, count, gbias, act, thr); err != nil {
@@ -595,6 +584,55 @@ func (e *DeviceExec) ffn(n *graph.Node, y *cuda.Buffer, yq *cuda.QX, out []*cuda
 		e.emit(1, func(*devSession) error { return d.Quantize(yq, y) })
 	}
 	return nil
+}
+
+// predict queues the FFN's predictor (fc1, relu, fc2 against the cut) and
+// the compaction of its choice into an index list whose length stays on
+// the device.
+func (e *DeviceExec) predict(n *graph.Node, out []*cuda.Buffer, qx []*cuda.QX) (idx, count *cuda.Buffer, err error) {
+	d, l, nff := e.d, n.Layers[0], n.Layers[0].NFF
+	fc1, err := e.matrix(l.FC1)
+	if err != nil {
+		return nil, nil, err
+	}
+	fc2, err := e.matrix(l.FC2)
+	if err != nil {
+		return nil, nil, err
+	}
+	rank := l.FC1.Rows
+	h, err := e.alloc(4 * int64(rank))
+	if err != nil {
+		return nil, nil, err
+	}
+	var hq *cuda.QX
+	if l.FC2.Type == ops.Q4_0 {
+		if hq, err = e.allocQX(rank); err != nil {
+			return nil, nil, err
+		}
+	}
+	mask, err := e.alloc(4 * int64(nff))
+	if err != nil {
+		return nil, nil, err
+	}
+	if idx, err = e.alloc(4 * int64(nff)); err != nil {
+		return nil, nil, err
+	}
+	if count, err = e.alloc(4); err != nil {
+		return nil, nil, err
+	}
+	total := e.counts.View(8*int64(n.FirstLayer), 8)
+	r, rq, cut := out[n.In[1]], qx[n.In[1]], l.PredCut
+	e.emit(1, func(*devSession) error { return d.Gemv(h, fc1, r, rq, nil, rank, &cuda.GemvOpts{Epi: cuda.EpiReLU}) })
+	if hq != nil {
+		e.emit(1, func(*devSession) error { return d.Quantize(hq, h) })
+	}
+	e.emit(2, func(*devSession) error {
+		if err := d.Gemv(nil, fc2, h, hq, nil, nff, &cuda.GemvOpts{Epi: cuda.EpiCut, Cut: cut, Mask: mask}); err != nil {
+			return err
+		}
+		return d.Compact(idx, count, total, mask, nff)
+	})
+	return idx, count, nil
 }
 
 // run is the stand-in node's op: each row is one replay of its session's
@@ -637,22 +675,36 @@ func (e *DeviceExec) run(c *ops.Ctx) error {
 		} else if c.OutRows == nil {
 			dst = c.Out.Row(t)
 		}
-		if err := e.step(s, tok, r.Pos, dst); err != nil {
+		if err := e.step(s, tok, r.Pos, dst, c.Pool); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func (e *DeviceExec) step(s *devSession, tok, pos int, dst []float32) error {
+func (e *DeviceExec) step(s *devSession, tok, pos int, dst []float32, pool *ops.Pool) error {
 	h := e.hParams.F32()
 	binary.LittleEndian.PutUint64(hostBytes(h[0:2]), uint64(tok))
 	binary.LittleEndian.PutUint64(hostBytes(h[2:4]), uint64(pos))
 	if err := e.d.UploadHostAsync(e.params, e.hParams, 16); err != nil {
 		return err
 	}
-	if err := s.res.graph.Launch(); err != nil {
-		return err
+	if e.split != nil {
+		if err := e.split.embed(e.d, tok, pos); err != nil {
+			return err
+		}
+	}
+	for i, g := range s.res.graphs {
+		if g != nil {
+			if err := g.Launch(); err != nil {
+				return err
+			}
+		}
+		if i < len(e.hosts) {
+			if err := e.hosts[i](e.d, pool); err != nil {
+				return err
+			}
+		}
 	}
 	e.tokens++
 	if dst != nil {
@@ -704,24 +756,34 @@ func (e *DeviceExec) newSession(nctx int) (*sessRes, error) {
 		res.kv = append(res.kv, kv)
 	}
 	s := &devSession{res: res}
-	if err := e.d.BeginCapture(); err != nil {
-		e.freeSession(res)
-		return nil, err
-	}
-	for _, f := range e.emits {
-		if err := f(s); err != nil {
-			e.d.EndCapture() // ends the broken capture; its error is f's
+	lo := 0
+	for _, hi := range append(e.cuts, len(e.emits)) {
+		g, err := e.capture(s, e.emits[lo:hi])
+		if err != nil {
 			e.freeSession(res)
 			return nil, err
 		}
+		res.graphs = append(res.graphs, g)
+		lo = hi
 	}
-	g, err := e.d.EndCapture()
-	if err != nil {
-		e.freeSession(res)
+	return res, nil
+}
+
+// capture records emits as one graph (nil for none).
+func (e *DeviceExec) capture(s *devSession, emits []func(s *devSession) error) (*cuda.Graph, error) {
+	if len(emits) == 0 {
+		return nil, nil
+	}
+	if err := e.d.BeginCapture(); err != nil {
 		return nil, err
 	}
-	res.graph = g
-	return res, nil
+	for _, f := range emits {
+		if err := f(s); err != nil {
+			e.d.EndCapture() // ends the broken capture; its error is f's
+			return nil, err
+		}
+	}
+	return e.d.EndCapture()
 }
 
 func (e *DeviceExec) freeSession(res *sessRes) {
@@ -729,10 +791,12 @@ func (e *DeviceExec) freeSession(res *sessRes) {
 		kv.Free(e.d)
 	}
 	res.kv = nil
-	if res.graph != nil {
-		res.graph.Destroy()
-		res.graph = nil
+	for _, g := range res.graphs {
+		if g != nil {
+			g.Destroy()
+		}
 	}
+	res.graphs = nil
 }
 
 // sweep frees the sessions whose graph.Session is gone.
@@ -812,6 +876,9 @@ func (e *DeviceExec) free() {
 	}
 	e.d.FreeHost(e.hParams)
 	e.d.FreeHost(e.hLogits)
+	if e.split != nil {
+		e.split.free(e.d)
+	}
 	e.mats, e.bufs, e.qxs = nil, nil, nil
 	e.d.Close() // releases the context; its thread unlock pairs with Bind's lock
 	runtime.LockOSThread()

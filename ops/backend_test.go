@@ -150,6 +150,13 @@ func TestBackendFFNRow(t *testing.T) {
 	}
 }
 
+// unit is the j-th basis vector of length d: DotRow with it reads one weight.
+func unit(d, j int) []float32 {
+	e := make([]float32, d)
+	e[j] = 1
+	return e
+}
+
 // A batch computes the union of its tokens' neurons; where each token's set
 // already holds every neuron that fires for it (the oracle's sets), that is
 // the same as running the tokens one by one.
@@ -169,6 +176,27 @@ func TestFFNBatchMatchesRows(t *testing.T) {
 			}
 		}
 	}
+	// The float64 result of each token's firing neurons, and a bound on the
+	// float32 rounding of any order of summation: (2d + n)·ε times the sum
+	// of the magnitudes behind every term.
+	ref, bound := make([]float64, T*d), make([]float64, T*d)
+	for tt := 0; tt < T; tt++ {
+		xt := x[tt*d : (tt+1)*d]
+		n := float64(len(actives[tt]))
+		for _, k := range actives[tt] {
+			var g, u, gm, um float64
+			for j, v := range xt {
+				gw, uw := float64(f.Gate.DotRow(int(k), unit(d, j))), float64(f.Up.DotRow(int(k), unit(d, j)))
+				g, u = g+gw*float64(v), u+uw*float64(v)
+				gm, um = gm+math.Abs(gw*float64(v)), um+math.Abs(uw*float64(v))
+			}
+			for i := 0; i < d; i++ {
+				dw := float64(down.DotRow(int(k), unit(d, i)))
+				ref[tt*d+i] += g * u * dw
+				bound[tt*d+i] += (2*float64(d) + n) * 6e-8 * gm * um * math.Abs(dw)
+			}
+		}
+	}
 	for _, fast := range []bool{false, true} {
 		Fast = fast && fastAvailable()
 		batch := make([]float32, T*d)
@@ -179,9 +207,10 @@ func TestFFNBatchMatchesRows(t *testing.T) {
 			dense := make([]float32, d)
 			FFNRow(pool, f, down, x[tt*d:(tt+1)*d], nil, dense)
 			for i := range row {
-				tol := 1e-5*math.Abs(float64(dense[i])) + 1e-4
-				require.InDelta(t, row[i], batch[tt*d+i], tol, "fast %v token %d", fast, tt)
-				require.InDelta(t, dense[i], row[i], tol, "fast %v token %d", fast, tt)
+				want, tol := ref[tt*d+i], bound[tt*d+i]+1e-6
+				require.InDelta(t, want, row[i], tol, "fast %v token %d: active set", fast, tt)
+				require.InDelta(t, want, batch[tt*d+i], tol, "fast %v token %d: batch", fast, tt)
+				require.InDelta(t, want, dense[i], tol, "fast %v token %d: every neuron", fast, tt)
 			}
 		}
 	}

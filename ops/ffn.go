@@ -64,7 +64,11 @@ func ffnCPU(pool *Pool, f *FFN, down *Matrix, x []float32, T int, ids []int32, o
 	if j.fast {
 		j.a = quantizeX(f.Gate.Type, x, f.Gate.Cols, T)
 	}
-	pool.Share(len(ids), sharePieces*pool.Threads(), j)
+	// Pieces of at least ffnPieceRows row-tokens: a small active set (the
+	// cold share of a hybrid FFN) cut 4x per thread is all overhead: each
+	// piece clears and leaves a partial sum of the whole output.
+	th := pool.Threads()
+	pool.Share(len(ids), max(th, min(sharePieces*th, T*len(ids)/ffnPieceRows)), j)
 	// Each piece summed into its own partial; add them up now, in the
 	// pieces' order, so that the result does not depend on timing, and
 	// split by columns over the threads (eight threads leave 32 partials).
@@ -79,6 +83,8 @@ func ffnCPU(pool *Pool, f *FFN, down *Matrix, x []float32, T int, ids []int32, o
 	*j = ffnJob{parts: j.parts[:0]}
 	ffnJobs.Put(j)
 }
+
+const ffnPieceRows = 32
 
 // ffnJob is one FFN call as the workers see it; pooled, with its parts
 // slice, so that a decode step allocates nothing here.

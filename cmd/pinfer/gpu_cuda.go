@@ -35,6 +35,9 @@ func attachGPU(m *engine.Model, mf *modelFlags, g *gpuFlags) (func(), error) {
 	if err != nil {
 		return nil, err
 	}
+	if _, release, ok := splitOnGPU(m, plan, mf.predictor); ok {
+		return release, nil
+	}
 	_, release, err := useGPU(m, plan)
 	return release, err
 }
@@ -70,6 +73,41 @@ func allOnGPU(m *engine.Model, predictor string) (*hybrid.DeviceExec, func(), bo
 	orig := m.Prog
 	m.Prog = e.Program()
 	return e, func() {
+		m.Prog = orig
+		if err := e.Close(); err != nil {
+			fmt.Fprintln(os.Stderr, "pinfer:", err)
+		}
+	}, true
+}
+
+// splitOnGPU runs m's decode step on the device executor under plan, the
+// cold neurons on the CPU between its graphs, when plan holds every
+// mat-vec's weights and the predictor is the file's; ok false (said on
+// stderr unless the predictor is why) leaves the per-op hybrid path.
+func splitOnGPU(m *engine.Model, plan *placement.Plan, predictor string) (string, func(), bool) {
+	pred, err := m.Predictor(predictor)
+	if err != nil || pred.Name() != "mlp" {
+		return "", nil, false
+	}
+	r, err := hybrid.Resident(m.Prog, plan)
+	if err != nil {
+		return "", nil, false
+	}
+	e, err := hybrid.NewDeviceExec(m.Prog, hybrid.DeviceOptions{Predictor: "mlp", Resident: r, Log: os.Stderr})
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "pinfer: %v; the per-op hybrid path serves\n", err)
+		return "", nil, false
+	}
+	orig := m.Prog
+	m.Prog = e.Program()
+	neurons, total := 0, 0
+	for _, l := range plan.Layers {
+		neurons += len(l.GPU)
+		total += l.NFF
+	}
+	desc := fmt.Sprintf("%.2f GiB on the GPU: %d dense matrices, %.0f%% of FFN neurons; the step as one CUDA graph per layer, cold neurons on the CPU",
+		float64(e.Bytes())/(1<<30), len(r.Dense), 100*float64(neurons)/float64(max(total, 1)))
+	return desc, func() {
 		m.Prog = orig
 		if err := e.Close(); err != nil {
 			fmt.Fprintln(os.Stderr, "pinfer:", err)
@@ -149,6 +187,11 @@ func benchGPU(m *engine.Model, mf *modelFlags, g *gpuFlags) func(mode string) (s
 		}
 		if err != nil {
 			return "", nil, err
+		}
+		if mode == "hybrid" {
+			if desc, release, ok := splitOnGPU(m, plan, mf.predictor); ok {
+				return desc, release, nil
+			}
 		}
 		return useGPU(m, plan)
 	}

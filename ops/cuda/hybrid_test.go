@@ -336,6 +336,12 @@ func TestHybridGreedy7B(t *testing.T) {
 // tokens for 32 steps, a second run on a new session giving them again, and
 // (with the mlp predictor) a plausible share of neurons computed.
 func checkDevice(t *testing.T, path, predName string, prompts [][]int) {
+	checkDeviceAt(t, path, predName, prompts, 0)
+}
+
+// checkDeviceAt is checkDevice with the executor under a placement of
+// frac of the file (0: all on the GPU): cold neurons on the CPU.
+func checkDeviceAt(t *testing.T, path, predName string, prompts [][]int, frac float64) {
 	m, err := engine.Load(path, "")
 	require.NoError(t, err)
 	defer m.Close()
@@ -349,7 +355,28 @@ func checkDevice(t *testing.T, path, predName string, prompts [][]int) {
 	if pred.Name() == "mlp" {
 		mode = "mlp"
 	}
-	e, err := hybrid.NewDeviceExec(m.Prog, hybrid.DeviceOptions{Predictor: mode, Log: os.Stderr})
+	o := hybrid.DeviceOptions{Predictor: mode, Log: os.Stderr}
+	if frac > 0 {
+		pool := ops.NewPool(8)
+		defer pool.Close()
+		prof, err := hybrid.Calibrate(m, pool)
+		require.NoError(t, err)
+		plan, err := hybrid.Plan(m, hybrid.Options{Budget: uint64(frac * float64(fileSize(t, path))), Reset: true, Profile: prof})
+		require.NoError(t, err)
+		o.Resident, err = hybrid.Resident(m.Prog, plan)
+		require.NoError(t, err)
+		hot, all := 0, 0
+		for _, f := range o.Resident.FFNs {
+			hot += len(f.Hot)
+		}
+		for _, l := range m.Prog.Layers {
+			all += l.NFF
+		}
+		require.Positive(t, hot)
+		require.Less(t, hot, all, "some neurons stay on the CPU")
+		t.Logf("%.0f%% of the file: %d dense matrices, %d of %d neurons on the GPU", 100*frac, len(o.Resident.Dense), hot, all)
+	}
+	e, err := hybrid.NewDeviceExec(m.Prog, o)
 	require.NoError(t, err)
 	orig := m.Prog
 	m.Prog = e.Program()
@@ -375,6 +402,16 @@ func checkDevice(t *testing.T, path, predName string, prompts [][]int) {
 
 func TestDeviceGreedyShakespeare(t *testing.T) {
 	checkDevice(t, repoFile(t, "models/shakespeare-relu-6m-f16.gguf"), "oracle", [][]int{{1}, {1, 306, 626, 451}, {1, 13, 100, 200}})
+}
+
+// The executor at half of the 7B file: every mat-vec and the hot neurons
+// on the GPU, the cold ones on the CPU between its per-layer graphs.
+func TestSplitGreedy7B(t *testing.T) {
+	path := os.Getenv("PINFER_7B")
+	if path == "" {
+		t.Fatal("set PINFER_7B to a file made by: pinfer gen --shape 7b --active 0.1 --type q4_0 -o FILE")
+	}
+	checkDeviceAt(t, path, "", [][]int{{1}}, 0.5)
 }
 
 // PINFER_7B names a file from `pinfer gen --shape 7b --active 0.1 --type q4_0`.

@@ -1,0 +1,262 @@
+//go:build cuda
+
+package hybrid
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/pinfer/pinfer/graph"
+	"github.com/pinfer/pinfer/ops"
+	"github.com/pinfer/pinfer/ops/cuda"
+)
+
+// The step under a VRAM budget. When the GPU holds every mat-vec's weights
+// (attention, predictors, output) but of each sparse FFN only its hot
+// neurons, the device executor still runs the step, cut into one graph per
+// layer after the FFN's predictor. At each cut the host reads the chosen
+// neurons and the FFN's input (the step's one sync per layer), queues the
+// hot ones on the GPU, computes the cold ones on the CPU meanwhile, where
+// their rows already are, and adds its partial sum into the FFN's output
+// on the device before the next graph starts. The token's embedding row is
+// read on the host: placements leave the table in CPU memory.
+
+// split is what the executor keeps for a partial placement.
+type split struct {
+	dense map[*ops.Matrix]bool
+	hot   map[*ops.Matrix]cuda.HotFFN // by gate
+	emb   *hostEmbed
+	mats  []*cuda.Matrix
+	hbufs []*cuda.HostBuffer
+}
+
+// hostPoint runs between two of the step's graphs.
+type hostPoint func(d *cuda.Device, pool *ops.Pool) error
+
+type hostEmbed struct {
+	m      *ops.Matrix
+	offset int
+	y      *cuda.Buffer
+	h      *cuda.HostBuffer
+}
+
+func newSplit(r *cuda.Residency) *split {
+	s := &split{dense: map[*ops.Matrix]bool{}, hot: map[*ops.Matrix]cuda.HotFFN{}}
+	for _, m := range r.Dense {
+		s.dense[m] = true
+	}
+	for _, f := range r.FFNs {
+		s.hot[f.Gate] = f
+	}
+	return s
+}
+
+func (s *split) host(d *cuda.Device, bytes int64) (*cuda.HostBuffer, error) {
+	h, err := d.AllocHost(max(bytes, 16))
+	if err == nil {
+		s.hbufs = append(s.hbufs, h)
+	}
+	return h, err
+}
+
+func (s *split) free(d *cuda.Device) {
+	for _, m := range s.mats {
+		m.Free(d)
+	}
+	for _, h := range s.hbufs {
+		d.FreeHost(h)
+	}
+	s.mats, s.hbufs = nil, nil
+}
+
+// embed uploads the token's row before the step's first graph.
+func (s *split) embed(d *cuda.Device, tok, pos int) error {
+	em := s.emb
+	row := em.h.F32()[:em.m.Cols]
+	em.m.RowF32(tok+em.offset, row)
+	return d.UploadHostAsync(em.y, em.h, 4*int64(em.m.Cols))
+}
+
+// hostEmbedding stands in for the token embedding's kernel.
+func (e *DeviceExec) hostEmbedding(n *graph.Node, y *cuda.Buffer, yq *cuda.QX) error {
+	if n.In[0] == -2 || e.split.emb != nil {
+		return fmt.Errorf("a partial placement runs one token embedding and no position table")
+	}
+	m := n.W[0].M
+	h, err := e.split.host(e.d, 4*int64(m.Cols))
+	if err != nil {
+		return err
+	}
+	off := n.A.Int("offset")
+	e.embRow = m.Rows - off
+	e.split.emb = &hostEmbed{m: m, offset: off, y: y, h: h}
+	if yq != nil {
+		e.emit(1, func(*devSession) error { return e.d.Quantize(yq, y) })
+	}
+	return nil
+}
+
+// uploadRows puts rows of m (nil: all) on the device for the executor's life.
+func (e *DeviceExec) uploadRows(m *ops.Matrix, rows []int32) (*cuda.Matrix, error) {
+	if m == nil {
+		return nil, nil
+	}
+	dm, err := e.d.UploadMatrix(m, rows)
+	if err != nil {
+		return nil, err
+	}
+	e.split.mats = append(e.split.mats, dm)
+	e.bytes += int64(dm.Bytes())
+	return dm, nil
+}
+
+// splitFFN queues a sparse FFN node's predictor, then cuts the step there
+// for the host point that splits its neurons between the GPU and the CPU.
+func (e *DeviceExec) splitFFN(n *graph.Node, y *cuda.Buffer, yq *cuda.QX, out []*cuda.Buffer, qx []*cuda.QX) error {
+	d, l := e.d, n.Layers[0]
+	idx, count, err := e.predict(n, out, qx)
+	if err != nil {
+		return err
+	}
+	dbias, err := e.vec(n.W[6])
+	if err != nil {
+		return err
+	}
+	nff, cols := l.NFF, n.Cols
+	x, xq := out[n.In[0]], qx[n.In[0]]
+	cpu := ops.FFN{Gate: l.Gate, Up: l.Up, GateBias: l.GateBias, Act: l.Act, Threshold: l.Threshold}
+	downCPU := n.W[2].M
+
+	// The hot neurons: their rows, bias and a neuron -> device row table.
+	hf := e.split.hot[l.Gate]
+	local := make([]int32, nff)
+	for i := range local {
+		local[i] = -1
+	}
+	for k, id := range hf.Hot {
+		local[id] = int32(k)
+	}
+	nHot := len(hf.Hot)
+	var gate, up, down *cuda.Matrix
+	var gbias, a, hidx, hcount *cuda.Buffer
+	if nHot > 0 {
+		if gate, err = e.uploadRows(l.Gate, hf.Hot); err != nil {
+			return err
+		}
+		if l.Up != nil {
+			if up, err = e.uploadRows(l.Up, hf.Hot); err != nil {
+				return err
+			}
+		}
+		if down, err = e.uploadRows(downCPU, hf.Hot); err != nil {
+			return err
+		}
+		if l.GateBias != nil {
+			b := make([]float32, nHot)
+			for k, id := range hf.Hot {
+				b[k] = l.GateBias[id]
+			}
+			if gbias, err = e.f32(b); err != nil {
+				return err
+			}
+		}
+		for _, p := range []**cuda.Buffer{&a, &hidx} {
+			if *p, err = e.alloc(4 * int64(nHot)); err != nil {
+				return err
+			}
+		}
+		if hcount, err = e.alloc(4); err != nil {
+			return err
+		}
+	}
+	cold, err := e.alloc(4 * int64(cols))
+	if err != nil {
+		return err
+	}
+	// Pinned host buffers, one set per layer: a layer's uploads may still
+	// be in flight while the next one's host point fills its own.
+	var hIdx, hCount, hX, hHot, hHotN, hCold *cuda.HostBuffer
+	for _, b := range []struct {
+		h     **cuda.HostBuffer
+		bytes int
+	}{{&hIdx, 4 * nff}, {&hCount, 4}, {&hX, 4 * l.NEmbd}, {&hHot, 4 * max(nHot, 1)}, {&hHotN, 4}, {&hCold, 4 * cols}} {
+		if *b.h, err = e.split.host(d, int64(b.bytes)); err != nil {
+			return err
+		}
+	}
+	coldIDs := make([]int32, 0, nff)
+	var cl []int32 // this token's cold neurons, from one host point to the next
+	act, thr := l.Act, l.Threshold
+
+	// Host point 1: the predictor's choice and the FFN's input come to the
+	// host; the hot share of the choice goes back.
+	e.cuts = append(e.cuts, len(e.emits))
+	e.hosts = append(e.hosts, func(d *cuda.Device, _ *ops.Pool) error {
+		if err := d.DownloadHostAsync(hIdx, idx, 4*int64(nff)); err != nil {
+			return err
+		}
+		if err := d.DownloadHostAsync(hCount, count, 4); err != nil {
+			return err
+		}
+		if err := d.DownloadHostAsync(hX, x, 4*int64(l.NEmbd)); err != nil {
+			return err
+		}
+		if err := d.Sync(); err != nil {
+			return err
+		}
+		chosen := hIdx.I32()[:min(int(hCount.I32()[0]), nff)]
+		hot := hHot.I32()[:0]
+		cl = coldIDs[:0]
+		for _, id := range chosen {
+			if r := local[id]; r >= 0 {
+				hot = append(hot, r)
+			} else {
+				cl = append(cl, id)
+			}
+		}
+		if nHot == 0 {
+			return nil
+		}
+		hHotN.I32()[0] = int32(len(hot))
+		if len(hot) > 0 {
+			if err := d.UploadHostAsync(hidx, hHot, 4*int64(len(hot))); err != nil {
+				return err
+			}
+		}
+		return d.UploadHostAsync(hcount, hHotN, 4)
+	})
+	// The hot neurons on the GPU, writing the FFN's output (and its bias)...
+	if nHot > 0 {
+		e.emit(2, func(*devSession) error {
+			if err := d.GateUp(a, gate, up, x, xq, hidx, nHot, hcount, gbias, act, thr); err != nil {
+				return err
+			}
+			return d.AxpyN(y, down, a, hidx, nHot, hcount, dbias, true)
+		})
+	}
+	// ...while the CPU computes the cold ones (host point 2)...
+	e.cuts = append(e.cuts, len(e.emits))
+	e.hosts = append(e.hosts, func(d *cuda.Device, pool *ops.Pool) error {
+		c := hCold.F32()[:cols]
+		clear(c)
+		if len(cl) > 0 {
+			slices.Sort(cl)
+			ops.FFNRow(pool, &cpu, downCPU, hX.F32()[:l.NEmbd], cl, c)
+		}
+		dst := cold
+		if nHot == 0 {
+			dst = y // the whole output
+		}
+		return d.UploadHostAsync(dst, hCold, 4*int64(cols))
+	})
+	// ...which the next graph adds in.
+	switch {
+	case nHot > 0:
+		e.emit(1, func(*devSession) error { return d.Elementwise(y, yq, y, cold, cols, "add") })
+	case dbias != nil:
+		e.emit(1, func(*devSession) error { return d.Elementwise(y, yq, y, dbias, cols, "add") })
+	case yq != nil:
+		e.emit(1, func(*devSession) error { return d.Quantize(yq, y) })
+	}
+	return nil
+}
