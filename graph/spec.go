@@ -59,15 +59,18 @@ func LoadSpecFile(path string) (*Spec, error) {
 	return ParseSpec(path, b)
 }
 
+var oneLine = strings.NewReplacer("\n", `\n`, "\r", `\r`)
+
 // ParseSpec parses a graph from TOML text; name is used in errors.
 func ParseSpec(name string, text []byte) (*Spec, error) {
 	var doc map[string]any
 	if _, err := toml.Decode(string(text), &doc); err != nil {
 		var pe toml.ParseError
+		// The parser quotes the offending text, which may hold a newline.
 		if errors.As(err, &pe) {
-			return nil, fmt.Errorf("%s: line %d: %s", name, pe.Position.Line, pe.Message)
+			return nil, fmt.Errorf("%s: line %d: %s", name, pe.Position.Line, oneLine.Replace(pe.Message))
 		}
-		return nil, fmt.Errorf("%s: %v", name, err)
+		return nil, fmt.Errorf("%s: %s", name, oneLine.Replace(err.Error()))
 	}
 	p := &specParser{file: name}
 	s := p.parse(doc)
