@@ -4,6 +4,7 @@ import (
 	"sort"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -119,5 +120,24 @@ func TestPoolShare(t *testing.T) {
 			}
 		}
 		p.Close()
+	}
+}
+
+// Helpers poll for spinFor and then block: work handed out after a longer
+// pause still reaches every helper, whichever side it finds them on.
+func TestPoolWakesAfterPolling(t *testing.T) {
+	p := NewPool(3)
+	defer p.Close()
+	for _, pause := range []time.Duration{0, spinFor / 2, 3 * spinFor} {
+		time.Sleep(pause)
+		var mu sync.Mutex
+		var who []int
+		p.Run(3, func(lo, hi int) {
+			mu.Lock()
+			who = append(who, lo)
+			mu.Unlock()
+		})
+		sort.Ints(who)
+		require.Equal(t, []int{0, 1, 2}, who, "after a pause of %v", pause)
 	}
 }
