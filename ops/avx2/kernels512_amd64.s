@@ -43,6 +43,10 @@ GLOBL q4tab<>(SB), RODATA|NOPTR, $64
 
 DATA nib4<>+0(SB)/4, $0x0f0f0f0f
 GLOBL nib4<>(SB), RODATA|NOPTR, $4
+// hinib: GF2P8AFFINEQB matrix moving each byte's high nibble to its low bits.
+DATA hinib<>+0(SB)/8, $0x1020408000000000
+GLOBL hinib<>(SB), RODATA|NOPTR, $8
+
 DATA eight4<>+0(SB)/4, $0x08080808
 GLOBL eight4<>(SB), RODATA|NOPTR, $4
 
@@ -95,9 +99,8 @@ pdone:
 	VPERMW      t0, Z29, t1      \
 	VPERMT2B    8(p)(CX*1), Z30, t0 \
 	VCVTPH2PS   t1y, t1          \
-	VPSRLW      $4, t0, t2       \
+	VGF2P8AFFINEQB $0, Z28, t0, t2 \
 	VPANDD      Z31, t0, t0      \
-	VPANDD      Z31, t2, t2      \
 	VMOVDQA64   Z22, t3          \
 	VPDPBUSD    Z20, t0, t3      \
 	VPDPBUSD    Z21, t2, t3      \
@@ -180,6 +183,7 @@ pdone:
 // prefetcher. A last partial group of blocks is read with masks m1, m2
 // (m1 == 0: none).
 TEXT ·gatherQ4v(SB), NOSPLIT, $32-72
+	VPBROADCASTQ hinib<>(SB), Z28
 	VMOVDQU64    q4perm<>(SB), Z30
 	VMOVDQU64    q4wperm<>(SB), Z29
 	VPBROADCASTD nib4<>(SB), Z31
