@@ -41,7 +41,7 @@ type DeviceOptions struct {
 	// Resident, when set, is what the GPU may hold (a placement under a
 	// VRAM budget): every mat-vec's weights, and of each sparse FFN its hot
 	// neurons; the cold ones run on the CPU between the step's graphs
-	// (split.go). Nil: the whole model.
+	// (split_cuda.go). Nil: the whole model.
 	Resident *cuda.Residency
 }
 

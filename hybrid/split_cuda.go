@@ -13,13 +13,13 @@ import (
 
 // The step under a VRAM budget. When the GPU holds every mat-vec's weights
 // (attention, predictors, output) but of each sparse FFN only its hot
-// neurons, the device executor still runs the step, cut into one graph per
-// layer after the FFN's predictor. At each cut the host reads the chosen
-// neurons and the FFN's input (the step's one sync per layer), queues the
-// hot ones on the GPU, computes the cold ones on the CPU meanwhile, where
-// their rows already are, and adds its partial sum into the FFN's output
-// on the device before the next graph starts. The token's embedding row is
-// read on the host: placements leave the table in CPU memory.
+// neurons, the device executor still runs the step, its graph cut twice per
+// layer. After the FFN's predictor the host reads the chosen neurons and
+// the FFN's input (the step's one sync per layer) and sends the hot ones
+// back; a small graph runs them on the GPU while the CPU computes the cold
+// ones, where their rows already are; the CPU's partial sum goes up and the
+// next layer's graph adds it in. The token's embedding row is read on the
+// host: placements leave the table in CPU memory.
 
 // split is what the executor keeps for a partial placement.
 type split struct {
