@@ -41,9 +41,10 @@ type Result struct {
 	Median        float64   `json:"median_ts"`
 	BytesPerToken float64   `json:"bytes_per_token,omitempty"` // weights read per decoded token
 	GBPerSec      float64   `json:"gb_per_s,omitempty"`        // implied by the median
-	// StreamGBps is the median streaming read measured just before each
-	// decode repetition, and OfStream the median over repetitions of that
-	// repetition's weight reads per second against its own stream figure.
+	// StreamGBps is the median over decode repetitions of the streaming
+	// read measured around each (the mean of one just before and one just
+	// after), and OfStream the median of each repetition's weight reads per
+	// second against its own figure.
 	StreamGBps float64 `json:"stream_gb_per_s,omitempty"`
 	OfStream   float64 `json:"of_stream,omitempty"`
 	ActiveFrac float64 `json:"active_fraction,omitempty"` // mean over layers
@@ -140,7 +141,7 @@ func runMode(rep *Report, m *engine.Model, pool *ops.Pool, st *streamer, pred pr
 
 // measure runs a prompt of p tokens then g decode steps, reps times (after
 // one warm-up), and reports tokens per second of the prompt (g == 0) or of
-// the decode steps, the latter next to st's figure before each repetition.
+// the decode steps, the latter next to st's figure around each repetition.
 func measure(m *engine.Model, pool *ops.Pool, st *streamer, pred predictors.Predictor, p, g, reps int) (*Result, error) {
 	r := &Result{Predictor: "dense"}
 	if pred != nil {
@@ -151,9 +152,11 @@ func measure(m *engine.Model, pool *ops.Pool, st *streamer, pred predictors.Pred
 		prompt[i] = (i*7919 + 13) % m.Prog.Vocab
 	}
 	var active, streams []float64
+	bracket := st != nil && g > 0 // the stream read just before and after each repetition
 	for rep := -1; rep < reps; rep++ {
-		if st != nil && g > 0 && rep >= 0 {
-			streams = append(streams, st.measure(3))
+		var before float64
+		if bracket && rep >= 0 {
+			before = st.measure(3)
 		}
 		sess := m.NewSession(p+g+1, pool)
 		sess.SetPredictor(pred)
@@ -181,6 +184,9 @@ func measure(m *engine.Model, pool *ops.Pool, st *streamer, pred predictors.Pred
 			n = g
 		}
 		r.TokensPerSec = append(r.TokensPerSec, float64(n)/el)
+		if bracket {
+			streams = append(streams, (before+st.measure(3))/2)
+		}
 		if g > 0 {
 			var sum float64
 			for k := range m.Prog.Layers {

@@ -82,7 +82,7 @@ func printTable(m *engine.Model, r *bench.Report) {
 		fmt.Printf("| %s | %.2f GiB | %.2f B | %s | %d | %s | %s | %.2f ± %.2f | %.2f | %s | %s |\n",
 			name, float64(r.SizeBytes)/(1<<30), float64(r.Params)/1e9, backend, r.Threads, mode, x.Test, x.Mean, x.SD, x.Median, bpt, gbs)
 	}
-	fmt.Printf("\nGB/s: decode's weight reads per second at the median; (%% of stream): median over repetitions of that repetition's reads against a streaming read measured just before it\n")
+	fmt.Printf("\nGB/s: decode's weight reads per second at the median; (%% of stream): median over repetitions of that repetition's reads against a streaming read measured around it (mean of just before and just after)\n")
 	tg := map[string]float64{}
 	for _, x := range r.Results {
 		if strings.HasPrefix(x.Test, "tg") {
