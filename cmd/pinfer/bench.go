@@ -71,9 +71,12 @@ func printTable(m *engine.Model, r *bench.Report) {
 		}
 		if x.Placed != "" {
 			// Part of the reads come from GPU memory: the CPU's streaming
-			// read is no ceiling for them.
+			// read is no ceiling for them. (A mode that hands the step to
+			// the device executor leaves no program to count bytes in.)
 			backend += " + CUDA"
-			gbs = fmt.Sprintf("%.1f", x.GBPerSec)
+			if x.BytesPerToken > 0 {
+				gbs = fmt.Sprintf("%.1f", x.GBPerSec)
+			}
 		}
 		mode := x.Mode
 		if x.Predictor != x.Mode {
