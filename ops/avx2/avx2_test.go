@@ -16,7 +16,7 @@ import (
 
 var (
 	denseCols = []int{1, 3, 7, 8, 9, 15, 16, 17, 31, 33, 100, 4096 + 3}
-	quantCols = []int{32, 64, 96, 128, 160, 4096 + 32, 4096 + 64, 4096 + 96}
+	quantCols = []int{32, 64, 96, 128, 160, 256, 4096, 4096 + 32, 4096 + 64, 4096 + 96}
 )
 
 // paths are the kernel sets this CPU can run: the portable Go, AVX2 and

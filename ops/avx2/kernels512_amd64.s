@@ -147,6 +147,12 @@ pdone:
 	PREFETCHT1 (DI)(off*1)
 
 // PF2 covers a 72-byte step: one prefetch would skip every ninth line.
+// PFS is PF2 with SI for the address (the 8-row loop holds DI).
+#define PFS(slot, off) \
+	MOVQ       slot(SP), SI   \
+	PREFETCHT1 (SI)(off*1)    \
+	PREFETCHT1 64(SI)(off*1)
+
 #define PF2(slot, off) \
 	MOVQ       slot(SP), DI   \
 	PREFETCHT1 (DI)(off*1)    \
@@ -182,7 +188,7 @@ pdone:
 // current ones are read, since q4_0 rows are too short for the hardware
 // prefetcher. A last partial group of blocks is read with masks m1, m2
 // (m1 == 0: none).
-TEXT ·gatherQ4v(SB), NOSPLIT, $32-72
+TEXT ·gatherQ4v(SB), NOSPLIT, $80-72
 	VPBROADCASTQ hinib<>(SB), Z28
 	VMOVDQU64    q4perm<>(SB), Z30
 	VMOVDQU64    q4wperm<>(SB), Z29
@@ -192,6 +198,88 @@ TEXT ·gatherQ4v(SB), NOSPLIT, $32-72
 	MOVQ         ngrp+48(FP), R11
 	IMULQ        $72, R11
 	XORQ         R12, R12
+
+	// Eight rows at a time while no partial block group is left: more
+	// rows in flight at once. k is kept at 64(SP) meanwhile.
+g8loop:
+	KORTESTQ K1, K1
+	JNZ      g4loop
+	MOVQ     n+32(FP), R9
+	LEAQ     8(R12), BX
+	CMPQ     BX, R9
+	JGT      g4loop
+	MOVQ     rows+24(FP), R8
+	MOVQ     w+8(FP), SI
+	MOVQ     stride+16(FP), BX
+	DECQ     R9
+	PFPTR(8, 0)
+	PFPTR(9, 8)
+	PFPTR(10, 16)
+	PFPTR(11, 24)
+	PFPTR(12, 32)
+	PFPTR(13, 40)
+	PFPTR(14, 48)
+	PFPTR(15, 56)
+	MOVQ     R12, 64(SP)
+	ROWPTR(0, R12, AX)
+	ROWPTR(1, R12, DX)
+	ROWPTR(2, R12, R13)
+	ROWPTR(3, R12, R14)
+	ROWPTR(4, R12, R15)
+	ROWPTR(5, R12, R9)
+	ROWPTR(6, R12, DI)
+	ROWPTR(7, R12, R12)
+	VPXORD   Z0, Z0, Z0
+	VPXORD   Z1, Z1, Z1
+	VPXORD   Z2, Z2, Z2
+	VPXORD   Z3, Z3, Z3
+	VPXORD   Z4, Z4, Z4
+	VPXORD   Z5, Z5, Z5
+	VPXORD   Z6, Z6, Z6
+	VPXORD   Z7, Z7, Z7
+	XORQ     CX, CX
+	MOVQ     xs+40(FP), R10
+
+g8blk:
+	CMPQ      CX, R11
+	JGE       g8store
+	VMOVDQU64 (R10), Z20
+	VMOVDQU64 64(R10), Z21
+	VMOVDQU64 128(R10), Z22
+	VMOVDQU64 192(R10), Z23
+	Q4ROW(AX, Z0, Z8, Z9, Y9, Z10, Z11)
+	Q4ROW(DX, Z1, Z12, Z13, Y13, Z14, Z15)
+	Q4ROW(R13, Z2, Z16, Z17, Y17, Z18, Z19)
+	Q4ROW(R14, Z3, Z24, Z25, Y25, Z26, Z27)
+	Q4ROW(R15, Z4, Z8, Z9, Y9, Z10, Z11)
+	Q4ROW(R9, Z5, Z12, Z13, Y13, Z14, Z15)
+	Q4ROW(DI, Z6, Z16, Z17, Y17, Z18, Z19)
+	Q4ROW(R12, Z7, Z24, Z25, Y25, Z26, Z27)
+	PFS(0, CX)
+	PFS(8, CX)
+	PFS(16, CX)
+	PFS(24, CX)
+	PFS(32, CX)
+	PFS(40, CX)
+	PFS(48, CX)
+	PFS(56, CX)
+	ADDQ $72, CX
+	ADDQ $256, R10
+	JMP  g8blk
+
+g8store:
+	REDUCE4
+	MOVQ      64(SP), R12
+	MOVQ      out+0(FP), BX
+	VMOVUPS   X0, (BX)(R12*4)
+	VMOVAPS   Z4, Z0
+	VMOVAPS   Z5, Z1
+	VMOVAPS   Z6, Z2
+	VMOVAPS   Z7, Z3
+	REDUCE4
+	VMOVUPS   X0, 16(BX)(R12*4)
+	ADDQ      $8, R12
+	JMP       g8loop
 
 g4loop:
 	MOVQ n+32(FP), R9
