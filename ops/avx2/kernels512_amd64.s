@@ -5,6 +5,7 @@
 // layouts; every kernel trusts its Go wrapper for bounds.
 
 #include "textflag.h"
+#include "rows_amd64.h"
 
 // q4perm: VPERMT2B control that gathers the 16 nibble bytes of each of four
 // q4_0 blocks (72 bytes, read as [0,64) and [8,72)) into one zmm.
@@ -126,38 +127,6 @@ pdone:
 	VCVTDQ2PS   t3, t3           \
 	VFMADD231PS t3, t1, acc
 
-// ROWPTR sets r to the address of row rows[k+i]: R8 rows, SI w, BX stride.
-#define ROWPTR(i, k, r) \
-	MOVLQSX (i*4)(R8)(k*4), r \
-	IMULQ   BX, r             \
-	ADDQ    SI, r
-
-// PFPTR stores at slot(SP) the address of row rows[min(k+d, R9)].
-#define PFPTR(d, slot) \
-	LEAQ    d(R12), DI      \
-	CMPQ    DI, R9          \
-	CMOVQGT R9, DI          \
-	MOVLQSX (R8)(DI*4), DI  \
-	IMULQ   BX, DI          \
-	ADDQ    SI, DI          \
-	MOVQ    DI, slot(SP)
-
-#define PF(slot, off) \
-	MOVQ       slot(SP), DI \
-	PREFETCHT1 (DI)(off*1)
-
-// PF2 covers a 72-byte step: one prefetch would skip every ninth line.
-// PFS is PF2 with SI for the address (the 8-row loop holds DI).
-#define PFS(slot, off) \
-	MOVQ       slot(SP), SI   \
-	PREFETCHT1 (SI)(off*1)    \
-	PREFETCHT1 64(SI)(off*1)
-
-#define PF2(slot, off) \
-	MOVQ       slot(SP), DI   \
-	PREFETCHT1 (DI)(off*1)    \
-	PREFETCHT1 64(DI)(off*1)
-
 // REDUCE4 leaves the sums of Z0..Z3 in X0 (Y16-Y19 scratch, so that the
 // 4x4 kernel's other accumulators survive).
 #define REDUCE4 \
@@ -255,14 +224,14 @@ g8blk:
 	Q4ROW(R9, Z5, Z12, Z13, Y13, Z14, Z15)
 	Q4ROW(DI, Z6, Z16, Z17, Y17, Z18, Z19)
 	Q4ROW(R12, Z7, Z24, Z25, Y25, Z26, Z27)
-	PFS(0, CX)
-	PFS(8, CX)
-	PFS(16, CX)
-	PFS(24, CX)
-	PFS(32, CX)
-	PFS(40, CX)
-	PFS(48, CX)
-	PFS(56, CX)
+	PF2(0, CX, SI)
+	PF2(8, CX, SI)
+	PF2(16, CX, SI)
+	PF2(24, CX, SI)
+	PF2(32, CX, SI)
+	PF2(40, CX, SI)
+	PF2(48, CX, SI)
+	PF2(56, CX, SI)
 	ADDQ $72, CX
 	ADDQ $256, R10
 	JMP  g8blk
@@ -316,10 +285,10 @@ g4blk:
 	Q4ROW(DX, Z1, Z8, Z9, Y9, Z10, Z11)
 	Q4ROW(R13, Z2, Z12, Z13, Y13, Z14, Z15)
 	Q4ROW(R14, Z3, Z16, Z17, Y17, Z18, Z19)
-	PF2(0, CX)
-	PF2(8, CX)
-	PF2(16, CX)
-	PF2(24, CX)
+	PF2(0, CX, DI)
+	PF2(8, CX, DI)
+	PF2(16, CX, DI)
+	PF2(24, CX, DI)
 	ADDQ $72, CX
 	ADDQ $256, R10
 	JMP  g4blk
@@ -479,10 +448,10 @@ m4blk:
 	Q4TOK(R9, Z4, Z5, Z6, Z7)
 	Q4TOK(R10, Z8, Z9, Z10, Z11)
 	Q4TOK(R11, Z12, Z13, Z14, Z15)
-	PF2(0, CX)
-	PF2(8, CX)
-	PF2(16, CX)
-	PF2(24, CX)
+	PF2(0, CX, DI)
+	PF2(8, CX, DI)
+	PF2(16, CX, DI)
+	PF2(24, CX, DI)
 	ADDQ $72, CX
 	ADDQ $256, R8
 	ADDQ $256, R9
@@ -542,20 +511,6 @@ mdone:
 	VPERMPS      Z28, t, t      \
 	VFMADD231PS  u, s, y0       \
 	VFMADD231PS  t, s, y1
-
-// PACKD leaves the f16 scales of the four rows' blocks at CX in DI, row 0
-// in the low bits, so that one conversion serves all four.
-#define PACKD \
-	MOVWLZX (R14)(CX*1), DI \
-	SHLQ    $16, DI         \
-	MOVWLZX (R13)(CX*1), SI \
-	ORQ     SI, DI          \
-	SHLQ    $16, DI         \
-	MOVWLZX (DX)(CX*1), SI  \
-	ORQ     SI, DI          \
-	SHLQ    $16, DI         \
-	MOVWLZX (AX)(CX*1), SI  \
-	ORQ     SI, DI
 
 // func axpyQ4v(y *float32, w *byte, stride int, rows *int32, n int, coef *float32, nblk int)
 TEXT ·axpyQ4v(SB), NOSPLIT, $48-56
@@ -1107,10 +1062,10 @@ q84blk:
 	Q8ROW(DX, Z1, Z8, Z9, Y9, Z10, Z11)
 	Q8ROW(R13, Z2, Z12, Z13, Y13, Z14, Z15)
 	Q8ROW(R14, Z3, Z16, Z17, Y17, Z18, Z19)
-	PF2(0, CX)
-	PF2(8, CX)
-	PF2(16, CX)
-	PF2(24, CX)
+	PF2(0, CX, DI)
+	PF2(8, CX, DI)
+	PF2(16, CX, DI)
+	PF2(24, CX, DI)
 	ADDQ $68, CX
 	ADDQ $192, R10
 	JMP  q84blk

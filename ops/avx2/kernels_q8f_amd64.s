@@ -4,37 +4,7 @@
 // CPUs without the AVX-512 one of kernels512_amd64.s.
 
 #include "textflag.h"
-
-#define ROWPTR(i, k, r) \
-	MOVLQSX (i*4)(R8)(k*4), r \
-	IMULQ   BX, r             \
-	ADDQ    SI, r
-
-#define PFPTR(d, slot) \
-	LEAQ    d(R12), DI      \
-	CMPQ    DI, R9          \
-	CMOVQGT R9, DI          \
-	MOVLQSX (R8)(DI*4), DI  \
-	IMULQ   BX, DI          \
-	ADDQ    SI, DI          \
-	MOVQ    DI, slot(SP)
-
-#define PF(slot, off) \
-	MOVQ       slot(SP), DI \
-	PREFETCHT1 (DI)(off*1)
-
-// PACKD: the f16 scales of the four rows' blocks at CX in DI, row 0 low.
-#define PACKD \
-	MOVWLZX (R14)(CX*1), DI \
-	SHLQ    $16, DI         \
-	MOVWLZX (R13)(CX*1), SI \
-	ORQ     SI, DI          \
-	SHLQ    $16, DI         \
-	MOVWLZX (DX)(CX*1), SI  \
-	ORQ     SI, DI          \
-	SHLQ    $16, DI         \
-	MOVWLZX (AX)(CX*1), SI  \
-	ORQ     SI, DI
+#include "rows_amd64.h"
 
 // Q8F2 adds d·(q·x) of one row's block at p+CX (x in Y8-Y11, d in s) to acc.
 #define Q8F2(p, acc, s) \
