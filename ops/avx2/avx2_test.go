@@ -74,26 +74,32 @@ func TestMain(m *testing.M) {
 // quantized with QuantizeQ8 for the others. It returns the activations the
 // reference must use.
 func gather(k kind, out []float32, w []byte, cols int, rows []int32, x []float32) []float64 {
-	switch k {
-	case kF32:
-		GatherF32(out, w, cols, rows, x)
-	case kF16:
-		GatherF16(out, w, cols, rows, x)
-	default:
+	if k == kQ8 || k == kQ4 {
 		xq := make([]byte, cols/32*34+2)[2:] // unaligned
 		QuantizeQ8(xq, x)
-		if k == kQ8 {
-			GatherQ8_0(out, w, cols, rows, xq)
-		} else {
-			GatherQ4_0(out, w, cols, rows, xq)
-		}
+		gatherKind(k, out, w, cols, rows, x, xq)
 		return refQ8(xq)
 	}
+	gatherKind(k, out, w, cols, rows, x, nil)
 	xr := make([]float64, len(x))
 	for i, v := range x {
 		xr[i] = float64(v)
 	}
 	return xr
+}
+
+// gatherKind runs k's gather: f32 and f16 read x, q8_0 and q4_0 read xq.
+func gatherKind(k kind, out []float32, w []byte, cols int, rows []int32, x []float32, xq []byte) {
+	switch k {
+	case kF32:
+		GatherF32(out, w, cols, rows, x)
+	case kF16:
+		GatherF16(out, w, cols, rows, x)
+	case kQ8:
+		GatherQ8_0(out, w, cols, rows, xq)
+	case kQ4:
+		GatherQ4_0(out, w, cols, rows, xq)
+	}
 }
 
 func axpy(k kind, y []float32, w []byte, cols int, rows []int32, coef []float32) {

@@ -132,17 +132,7 @@ func BenchmarkGather(b *testing.B) {
 						l := i % len(m.layers)
 						i++
 						w, rows := m.layers[l], sets[i%benchSets]
-						o := out[:len(rows)]
-						switch k {
-						case kF32:
-							GatherF32(o, w, benchCols, rows, x)
-						case kF16:
-							GatherF16(o, w, benchCols, rows, x)
-						case kQ8:
-							GatherQ8_0(o, w, benchCols, rows, xq)
-						case kQ4:
-							GatherQ4_0(o, w, benchCols, rows, xq)
-						}
+						gatherKind(k, out[:len(rows)], w, benchCols, rows, x, xq)
 					}
 				})
 			})
@@ -200,16 +190,7 @@ func BenchmarkGatherHot(b *testing.B) {
 		b.Run(k.String(), func(b *testing.B) {
 			withPath(b, int64(len(w)), func(b *testing.B) {
 				for b.Loop() {
-					switch k {
-					case kF32:
-						GatherF32(out, w, benchCols, nil, x)
-					case kF16:
-						GatherF16(out, w, benchCols, nil, x)
-					case kQ8:
-						GatherQ8_0(out, w, benchCols, nil, xq)
-					case kQ4:
-						GatherQ4_0(out, w, benchCols, nil, xq)
-					}
+					gatherKind(k, out, w, benchCols, nil, x, xq)
 				}
 			})
 		})
