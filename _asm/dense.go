@@ -13,40 +13,11 @@ func dot() {
 	a := Load(Param("a"), GP64())
 	b := Load(Param("b"), GP64())
 	n := Load(Param("n"), GP64())
-	acc := []reg.VecVirtual{YMM(), YMM(), YMM(), YMM()}
-	for _, v := range acc {
-		zero(v)
-	}
-	i := GP64()
-	XORQ(i, i)
-	end := GP64()
-	MOVQ(n, end)
-	ANDQ(I32(-32), end)
-	Label("dot_main")
-	CMPQ(i, end)
-	JGE(LabelRef("dot_rem"))
-	for c := 0; c < 4; c++ {
+	reduce8("dot", n, func(i reg.GPVirtual, off int, acc reg.VecVirtual) {
 		t := YMM()
-		VMOVUPS(at(a, i, 4, 32*c), t)
-		VFMADD231PS(at(b, i, 4, 32*c), t, acc[c])
-	}
-	ADDQ(U8(32), i)
-	JMP(LabelRef("dot_main"))
-	Label("dot_rem")
-	CMPQ(i, n)
-	JGE(LabelRef("dot_done"))
-	t := YMM()
-	VMOVUPS(at(a, i, 4, 0), t)
-	VFMADD231PS(at(b, i, 4, 0), t, acc[0])
-	ADDQ(U8(8), i)
-	JMP(LabelRef("dot_rem"))
-	Label("dot_done")
-	VADDPS(acc[1], acc[0], acc[0])
-	VADDPS(acc[3], acc[2], acc[2])
-	VADDPS(acc[2], acc[0], acc[0])
-	Store(hsum1(acc[0]), ReturnIndex(0))
-	VZEROUPPER()
-	RET()
+		VMOVUPS(at(a, i, 4, off), t)
+		VFMADD231PS(at(b, i, 4, off), t, acc)
+	})
 }
 
 // sum is a plain streaming read: the bandwidth ceiling the other kernels are
@@ -56,6 +27,15 @@ func sum() {
 	Pragma("noescape")
 	a := Load(Param("a"), GP64())
 	n := Load(Param("n"), GP64())
+	reduce8("sum", n, func(i reg.GPVirtual, off int, acc reg.VecVirtual) {
+		VADDPS(at(a, i, 4, off), acc, acc)
+	})
+}
+
+// reduce8 is the loop of dot and sum: step adds 8 floats at element i,
+// byte offset off, into acc; four accumulators over 32 floats, then 8 at a
+// time up to n; it returns their total.
+func reduce8(name string, n reg.Register, step func(i reg.GPVirtual, off int, acc reg.VecVirtual)) {
 	acc := []reg.VecVirtual{YMM(), YMM(), YMM(), YMM()}
 	for _, v := range acc {
 		zero(v)
@@ -65,21 +45,21 @@ func sum() {
 	end := GP64()
 	MOVQ(n, end)
 	ANDQ(I32(-32), end)
-	Label("sum_main")
+	Label(name + "_main")
 	CMPQ(i, end)
-	JGE(LabelRef("sum_rem"))
+	JGE(LabelRef(name + "_rem"))
 	for c := 0; c < 4; c++ {
-		VADDPS(at(a, i, 4, 32*c), acc[c], acc[c])
+		step(i, 32*c, acc[c])
 	}
 	ADDQ(U8(32), i)
-	JMP(LabelRef("sum_main"))
-	Label("sum_rem")
+	JMP(LabelRef(name + "_main"))
+	Label(name + "_rem")
 	CMPQ(i, n)
-	JGE(LabelRef("sum_done"))
-	VADDPS(at(a, i, 4, 0), acc[0], acc[0])
+	JGE(LabelRef(name + "_done"))
+	step(i, 0, acc[0])
 	ADDQ(U8(8), i)
-	JMP(LabelRef("sum_rem"))
-	Label("sum_done")
+	JMP(LabelRef(name + "_rem"))
+	Label(name + "_done")
 	VADDPS(acc[1], acc[0], acc[0])
 	VADDPS(acc[3], acc[2], acc[2])
 	VADDPS(acc[2], acc[0], acc[0])
