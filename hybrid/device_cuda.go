@@ -58,9 +58,8 @@ type DeviceExec struct {
 
 	emits    []func(s *devSession) error
 	launches int
-	split    *split      // nil: everything on the GPU
-	cuts     []int       // the step's graphs end before these emits...
-	hosts    []hostPoint // ...where these run on the host
+	split    *split // nil: everything on the GPU
+	cuts     []cut  // where the step's graph stops for the host
 	attn     []attnSpec
 	bufs     []*cuda.Buffer
 	qxs      []*cuda.QX
@@ -700,8 +699,8 @@ func (e *DeviceExec) step(s *devSession, tok, pos int, dst []float32, pool *ops.
 				return err
 			}
 		}
-		if i < len(e.hosts) {
-			if err := e.hosts[i](e.d, pool); err != nil {
+		if i < len(e.cuts) {
+			if err := e.cuts[i].run(e.d, pool); err != nil {
 				return err
 			}
 		}
@@ -757,7 +756,11 @@ func (e *DeviceExec) newSession(nctx int) (*sessRes, error) {
 	}
 	s := &devSession{res: res}
 	lo := 0
-	for _, hi := range append(e.cuts, len(e.emits)) {
+	ends := make([]int, 0, len(e.cuts)+1)
+	for _, c := range e.cuts {
+		ends = append(ends, c.at)
+	}
+	for _, hi := range append(ends, len(e.emits)) {
 		g, err := e.capture(s, e.emits[lo:hi])
 		if err != nil {
 			e.freeSession(res)

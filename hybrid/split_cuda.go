@@ -30,8 +30,12 @@ type split struct {
 	hbufs []*cuda.HostBuffer
 }
 
-// hostPoint runs between two of the step's graphs.
-type hostPoint func(d *cuda.Device, pool *ops.Pool) error
+// A cut ends one of the step's graphs before emit at; run works on the
+// host before the next graph starts.
+type cut struct {
+	at  int
+	run func(d *cuda.Device, pool *ops.Pool) error
+}
 
 type hostEmbed struct {
 	m      *ops.Matrix
@@ -190,8 +194,7 @@ func (e *DeviceExec) splitFFN(n *graph.Node, y *cuda.Buffer, yq *cuda.QX, out []
 
 	// Host point 1: the predictor's choice and the FFN's input come to the
 	// host; the hot share of the choice goes back.
-	e.cuts = append(e.cuts, len(e.emits))
-	e.hosts = append(e.hosts, func(d *cuda.Device, _ *ops.Pool) error {
+	e.cuts = append(e.cuts, cut{len(e.emits), func(d *cuda.Device, _ *ops.Pool) error {
 		if err := d.DownloadHostAsync(hIdx, idx, 4*int64(nff)); err != nil {
 			return err
 		}
@@ -224,7 +227,7 @@ func (e *DeviceExec) splitFFN(n *graph.Node, y *cuda.Buffer, yq *cuda.QX, out []
 			}
 		}
 		return d.UploadHostAsync(hcount, hHotN, 4)
-	})
+	}})
 	// The hot neurons on the GPU, writing the FFN's output (and its bias)...
 	if nHot > 0 {
 		e.emit(2, func(*devSession) error {
@@ -235,8 +238,7 @@ func (e *DeviceExec) splitFFN(n *graph.Node, y *cuda.Buffer, yq *cuda.QX, out []
 		})
 	}
 	// ...while the CPU computes the cold ones (host point 2)...
-	e.cuts = append(e.cuts, len(e.emits))
-	e.hosts = append(e.hosts, func(d *cuda.Device, pool *ops.Pool) error {
+	e.cuts = append(e.cuts, cut{len(e.emits), func(d *cuda.Device, pool *ops.Pool) error {
 		c := hCold.F32()[:cols]
 		clear(c)
 		if len(cl) > 0 {
@@ -248,7 +250,7 @@ func (e *DeviceExec) splitFFN(n *graph.Node, y *cuda.Buffer, yq *cuda.QX, out []
 			dst = y // the whole output
 		}
 		return d.UploadHostAsync(dst, hCold, 4*int64(cols))
-	})
+	}})
 	// ...which the next graph adds in.
 	switch {
 	case nHot > 0:
