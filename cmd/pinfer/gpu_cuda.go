@@ -100,19 +100,23 @@ func splitOnGPU(m *engine.Model, plan *placement.Plan, predictor string) (string
 	}
 	orig := m.Prog
 	m.Prog = e.Program()
-	neurons, total := 0, 0
-	for _, l := range plan.Layers {
-		neurons += len(l.GPU)
-		total += l.NFF
-	}
-	desc := fmt.Sprintf("%.2f GiB on the GPU: %d dense matrices, %.0f%% of FFN neurons; the step as one CUDA graph per layer, cold neurons on the CPU",
-		float64(e.Bytes())/(1<<30), len(r.Dense), 100*float64(neurons)/float64(max(total, 1)))
+	desc := placed(e.Bytes(), len(r.Dense), plan) + "; the step as one CUDA graph per layer, cold neurons on the CPU"
 	return desc, func() {
 		m.Prog = orig
 		if err := e.Close(); err != nil {
 			fmt.Fprintln(os.Stderr, "pinfer:", err)
 		}
 	}, true
+}
+
+// placed says what a placement put on the GPU.
+func placed(bytes int64, dense int, plan *placement.Plan) string {
+	neurons, total := 0, 0
+	for _, l := range plan.Layers {
+		neurons += len(l.GPU)
+		total += l.NFF
+	}
+	return fmt.Sprintf("%.2f GiB on the GPU: %d dense matrices, %.0f%% of FFN neurons", float64(bytes)/(1<<30), dense, 100*float64(neurons)/float64(max(total, 1)))
 }
 
 // useGPU uploads what plan puts on the GPU and makes it ops.Device.
@@ -126,12 +130,7 @@ func useGPU(m *engine.Model, plan *placement.Plan) (string, func(), error) {
 		return "", nil, err
 	}
 	ops.Device = b
-	neurons, total := 0, 0
-	for _, l := range plan.Layers {
-		neurons += len(l.GPU)
-		total += l.NFF
-	}
-	desc := fmt.Sprintf("%.2f GiB on the GPU: %d dense matrices, %.0f%% of FFN neurons", float64(b.Bytes())/(1<<30), len(r.Dense), 100*float64(neurons)/float64(max(total, 1)))
+	desc := placed(b.Bytes(), len(r.Dense), plan)
 	return desc, func() {
 		ops.Device = nil
 		if err := b.Close(); err != nil {
