@@ -39,8 +39,8 @@ type DeviceOptions struct {
 	Ordinal   int       // GPU
 	Log       io.Writer // nil: silent
 	// Resident, when set, is what the GPU may hold (a placement under a
-	// VRAM budget): every mat-vec's weights, and of each sparse FFN its hot
-	// neurons; the cold ones run on the CPU between the step's graphs
+	// VRAM budget): some mat-vecs' weights, and of each sparse FFN its hot
+	// neurons; the rest runs on the CPU between the step's graphs
 	// (split_cuda.go). Nil: the whole model.
 	Resident *cuda.Residency
 }
@@ -110,7 +110,7 @@ func NewDeviceExec(p *graph.Program, o DeviceOptions) (e *DeviceExec, err error)
 	d.Release() // driven through Bind from any goroutine, as the runner calls
 	e = &DeviceExec{d: d, src: p, vocab: p.Vocab, mats: map[*ops.Matrix]*cuda.Matrix{}, vecs: map[*ops.Weight]*cuda.Buffer{}, sparse: o.Predictor == "mlp"}
 	if o.Resident != nil {
-		e.split = newSplit(o.Resident)
+		e.split = newSplit(o.Resident, len(p.Layers))
 	}
 	unbind, err := d.Bind()
 	if err != nil {
@@ -132,8 +132,10 @@ func NewDeviceExec(p *graph.Program, o DeviceOptions) (e *DeviceExec, err error)
 	op := &ops.Op{Name: "device_step", Doc: "the whole decode step on the GPU, one CUDA graph per session", Inputs: 2, LastRows: true, Run: e.run}
 	node := &graph.Node{Where: p.Nodes[p.Output].Where + " (all on the GPU)", ID: "device_step", Op: op, In: []int{-1, -2}, A: ops.Attrs{}, Cols: p.Vocab}
 	e.prog = &graph.Program{Spec: p.Spec, Params: p.Params, Nodes: []*graph.Node{node}, Output: 0, Vocab: p.Vocab, Layers: p.Layers}
-	if o.Log != nil {
+	if o.Log != nil && e.split == nil {
 		fmt.Fprintf(o.Log, "gpu: the whole step on %s: %.2f GiB of weights, %d kernels per token in one CUDA graph\n", d.Name, float64(e.bytes)/(1<<30), e.launches)
+	} else if o.Log != nil {
+		fmt.Fprintf(o.Log, "gpu: the step on %s: %.2f GiB of weights, %d kernels per token in CUDA graphs, %d host points for the CPU's share\n", d.Name, float64(e.bytes)/(1<<30), e.launches, len(e.cuts))
 	}
 	return e, nil
 }
@@ -392,26 +394,11 @@ func (e *DeviceExec) stack(i int) []int {
 func (e *DeviceExec) stacked(group []int, out []*cuda.Buffer, qx []*cuda.QX, needQ []bool) error {
 	nodes := e.src.Nodes
 	m0 := nodes[group[0]].W[0].M
-	var data []byte
-	rows := 0
+	rows, host := 0, false
 	for _, j := range group {
-		m := nodes[j].W[0].M
-		if e.split != nil && !e.split.dense[m] {
-			return fmt.Errorf("%s: %s is not in the GPU placement", nodes[j].Where, nodes[j].W[0].Name)
-		}
-		data = append(data, m.Data...)
-		rows += m.Rows
+		rows += nodes[j].W[0].M.Rows
+		host = host || e.onHost(nodes[j].W[0].M)
 	}
-	sm, err := ops.NewMatrix(m0.Type, rows, m0.Cols, data)
-	if err != nil {
-		return err
-	}
-	dm, err := e.d.UploadMatrix(sm, nil)
-	if err != nil {
-		return err
-	}
-	e.mats[sm] = dm
-	e.bytes += int64(dm.Bytes())
 	all, err := e.alloc(4 * int64(rows))
 	if err != nil {
 		return err
@@ -427,6 +414,27 @@ func (e *DeviceExec) stacked(group []int, out []*cuda.Buffer, qx []*cuda.QX, nee
 	}
 	src := nodes[group[0]].In[0]
 	x, xq := out[src], qx[src]
+	if host { // any of them left in CPU memory: all on the CPU, one host point
+		ns := make([]*graph.Node, len(group))
+		for k, j := range group {
+			ns[k] = nodes[j]
+		}
+		return e.hostMatVecs(ns, x, all)
+	}
+	var data []byte
+	for _, j := range group {
+		data = append(data, nodes[j].W[0].M.Data...)
+	}
+	sm, err := ops.NewMatrix(m0.Type, rows, m0.Cols, data)
+	if err != nil {
+		return err
+	}
+	dm, err := e.d.UploadMatrix(sm, nil)
+	if err != nil {
+		return err
+	}
+	e.mats[sm] = dm
+	e.bytes += int64(dm.Bytes())
 	e.emit(1, func(*devSession) error { return e.d.Gemv(all, dm, x, xq, nil, rows, nil) })
 	return nil
 }
@@ -477,6 +485,15 @@ func (e *DeviceExec) node(i int, out []*cuda.Buffer, qx []*cuda.QX, fusedAdd []b
 		eps, layer, cols := float32(n.A.Float("eps")), n.Op.Name == "layer_norm", n.Cols
 		e.emit(1, func(*devSession) error { return d.Norm(y, yq, x, b, sum, sumq, w, bias, cols, eps, layer) })
 	case "matmul", "output":
+		if e.onHost(n.W[0].M) {
+			if err := e.hostMatVecs([]*graph.Node{n}, in(0), y); err != nil {
+				return err
+			}
+			if yq != nil {
+				e.emit(1, func(*devSession) error { return d.Quantize(yq, y) })
+			}
+			return nil
+		}
 		m, err := e.matrix(n.W[0].M)
 		if err != nil {
 			return err
@@ -841,6 +858,9 @@ func (e *DeviceExec) SparseCounts() (tokens int64, active []int64, err error) {
 	b := hostBytes(buf)
 	for k := range active {
 		active[k] = int64(binary.LittleEndian.Uint64(b[8*k:]))
+		if e.split != nil {
+			active[k] += e.split.active[k]
+		}
 	}
 	return e.tokens, active, nil
 }

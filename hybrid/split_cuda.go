@@ -9,17 +9,22 @@ import (
 	"github.com/pinfer/pinfer/graph"
 	"github.com/pinfer/pinfer/ops"
 	"github.com/pinfer/pinfer/ops/cuda"
+	"github.com/pinfer/pinfer/predictors"
 )
 
-// The step under a VRAM budget. When the GPU holds every mat-vec's weights
-// (attention, predictors, output) but of each sparse FFN only its hot
-// neurons, the device executor still runs the step, its graph cut twice per
-// layer. After the FFN's predictor the host reads the chosen neurons and
-// the FFN's input (the step's one sync per layer) and sends the hot ones
-// back; a small graph runs them on the GPU while the CPU computes the cold
-// ones, where their rows already are; the CPU's partial sum goes up and the
-// next layer's graph adds it in. The token's embedding row is read on the
-// host: placements leave the table in CPU memory.
+// The step under a VRAM budget. The GPU holds what the placement gives it:
+// some mat-vecs' weights (attention, predictors, output) and of each sparse
+// FFN its hot neurons. The device executor still runs the step, its graph
+// cut where the host has work. After an FFN's predictor the host reads the
+// chosen neurons and the FFN's input (the layer's one sync) and sends the
+// hot ones back; a small graph runs them on the GPU while the CPU computes
+// the cold ones, where their rows already are; the CPU's partial sum goes
+// up and the next graph adds it in. A predictor left in CPU memory runs at
+// that same host point. A mat-vec left there is a host point of its own:
+// its input comes down, the CPU multiplies, the product goes up. Norms,
+// rope, attention and the KV caches stay on the GPU whatever the budget,
+// so a layer crosses PCIe only as vectors. The token's embedding row is
+// read on the host: placements leave the table in CPU memory.
 
 // split is what the executor keeps for a partial placement.
 type split struct {
@@ -27,7 +32,9 @@ type split struct {
 	hot   map[*ops.Matrix]cuda.HotFFN // by gate
 	emb   *hostEmbed
 	mats  []*cuda.Matrix
-	hbufs []*cuda.HostBuffer
+	// active counts, per sparse layer, the neurons host predictors chose.
+	active []int64
+	hbufs  []*cuda.HostBuffer
 }
 
 // A cut ends one of the step's graphs before emit at; run works on the
@@ -44,8 +51,8 @@ type hostEmbed struct {
 	h      *cuda.HostBuffer
 }
 
-func newSplit(r *cuda.Residency) *split {
-	s := &split{dense: map[*ops.Matrix]bool{}, hot: map[*ops.Matrix]cuda.HotFFN{}}
+func newSplit(r *cuda.Residency, layers int) *split {
+	s := &split{dense: map[*ops.Matrix]bool{}, hot: map[*ops.Matrix]cuda.HotFFN{}, active: make([]int64, layers)}
 	for _, m := range r.Dense {
 		s.dense[m] = true
 	}
@@ -100,6 +107,69 @@ func (e *DeviceExec) hostEmbedding(n *graph.Node, y *cuda.Buffer, yq *cuda.QX) e
 	return nil
 }
 
+// hostMLP is PowerInfer's predictor on the host, for a layer whose fc1 and
+// fc2 the placement left in CPU memory, with its scratch.
+type hostMLP struct {
+	h, s   []float32
+	ids    []int32
+	active *int64 // neurons chosen, summed over steps (SparseCounts)
+}
+
+func (m *hostMLP) choose(pool *ops.Pool, l *predictors.Layer, r []float32) []int32 {
+	l.MLPScores(pool, r, m.h, m.s)
+	m.ids = m.ids[:0]
+	for i, v := range m.s {
+		if v > l.PredCut {
+			m.ids = append(m.ids, int32(i))
+		}
+	}
+	*m.active += int64(len(m.ids))
+	return m.ids
+}
+
+// hostMatVecs stands in for mat-vecs whose weights the placement left in
+// CPU memory, all reading x: a host point brings x down, the CPU computes
+// them (bias included) as the CPU path does, and their outputs, laid out
+// one after another, go up into dst.
+func (e *DeviceExec) hostMatVecs(nodes []*graph.Node, x, dst *cuda.Buffer) error {
+	cols, rows := nodes[0].W[0].M.Cols, 0
+	for _, n := range nodes {
+		rows += n.W[0].M.Rows
+	}
+	hX, err := e.split.host(e.d, 4*int64(cols))
+	if err != nil {
+		return err
+	}
+	hY, err := e.split.host(e.d, 4*int64(rows))
+	if err != nil {
+		return err
+	}
+	e.cuts = append(e.cuts, cut{len(e.emits), func(d *cuda.Device, pool *ops.Pool) error {
+		if err := d.DownloadHostAsync(hX, x, 4*int64(cols)); err != nil {
+			return err
+		}
+		if err := d.Sync(); err != nil {
+			return err
+		}
+		xs, y := hX.F32()[:cols], hY.F32()[:rows]
+		for _, n := range nodes {
+			m := n.W[0].M
+			ops.MatMul(pool, y[:m.Rows], m, xs, 1)
+			if b := n.W[1]; b != nil {
+				ops.Axpy(y[:m.Rows], 1, b.Vec)
+			}
+			y = y[m.Rows:]
+		}
+		return d.UploadHostAsync(dst, hY, 4*int64(rows))
+	}})
+	return nil
+}
+
+// onHost tells whether the placement left m in CPU memory.
+func (e *DeviceExec) onHost(m *ops.Matrix) bool {
+	return e.split != nil && !e.split.dense[m]
+}
+
 // uploadRows puts rows of m (nil: all) on the device for the executor's life.
 func (e *DeviceExec) uploadRows(m *ops.Matrix, rows []int32) (*cuda.Matrix, error) {
 	if m == nil {
@@ -118,9 +188,13 @@ func (e *DeviceExec) uploadRows(m *ops.Matrix, rows []int32) (*cuda.Matrix, erro
 // for the host point that splits its neurons between the GPU and the CPU.
 func (e *DeviceExec) splitFFN(n *graph.Node, y *cuda.Buffer, yq *cuda.QX, out []*cuda.Buffer, qx []*cuda.QX) error {
 	d, l := e.d, n.Layers[0]
-	idx, count, err := e.predict(n, out, qx)
-	if err != nil {
-		return err
+	var idx, count *cuda.Buffer
+	var err error
+	hostPred := e.onHost(l.FC1) || e.onHost(l.FC2)
+	if !hostPred {
+		if idx, count, err = e.predict(n, out, qx); err != nil {
+			return err
+		}
 	}
 	dbias, err := e.vec(n.W[6])
 	if err != nil {
@@ -191,23 +265,47 @@ func (e *DeviceExec) splitFFN(n *graph.Node, y *cuda.Buffer, yq *cuda.QX, out []
 	coldIDs := make([]int32, 0, nff)
 	var cl []int32 // this token's cold neurons, from one host point to the next
 	act, thr := l.Act, l.Threshold
+	// A predictor in CPU memory reads its input (r, which may be x) on the
+	// host and chooses as the CPU path's does.
+	r, hR := out[n.In[1]], hX
+	var mlp hostMLP
+	if hostPred {
+		if r != x {
+			if hR, err = e.split.host(d, 4*int64(l.FC1.Cols)); err != nil {
+				return err
+			}
+		}
+		mlp = hostMLP{h: make([]float32, l.FC1.Rows), s: make([]float32, nff), ids: make([]int32, 0, nff), active: &e.split.active[n.FirstLayer]}
+	}
 
 	// Host point 1: the predictor's choice and the FFN's input come to the
 	// host; the hot share of the choice goes back.
-	e.cuts = append(e.cuts, cut{len(e.emits), func(d *cuda.Device, _ *ops.Pool) error {
-		if err := d.DownloadHostAsync(hIdx, idx, 4*int64(nff)); err != nil {
-			return err
-		}
-		if err := d.DownloadHostAsync(hCount, count, 4); err != nil {
-			return err
+	e.cuts = append(e.cuts, cut{len(e.emits), func(d *cuda.Device, pool *ops.Pool) error {
+		if !hostPred {
+			if err := d.DownloadHostAsync(hIdx, idx, 4*int64(nff)); err != nil {
+				return err
+			}
+			if err := d.DownloadHostAsync(hCount, count, 4); err != nil {
+				return err
+			}
 		}
 		if err := d.DownloadHostAsync(hX, x, 4*int64(l.NEmbd)); err != nil {
 			return err
 		}
+		if hR != hX {
+			if err := d.DownloadHostAsync(hR, r, 4*int64(l.FC1.Cols)); err != nil {
+				return err
+			}
+		}
 		if err := d.Sync(); err != nil {
 			return err
 		}
-		chosen := hIdx.I32()[:min(int(hCount.I32()[0]), nff)]
+		var chosen []int32
+		if hostPred {
+			chosen = mlp.choose(pool, l, hR.F32()[:l.FC1.Cols])
+		} else {
+			chosen = hIdx.I32()[:min(int(hCount.I32()[0]), nff)]
+		}
 		hot := hHot.I32()[:0]
 		cl = coldIDs[:0]
 		for _, id := range chosen {

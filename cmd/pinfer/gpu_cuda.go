@@ -81,8 +81,8 @@ func allOnGPU(m *engine.Model, predictor string) (*hybrid.DeviceExec, func(), bo
 }
 
 // splitOnGPU runs m's decode step on the device executor under plan, the
-// cold neurons on the CPU between its graphs, when plan holds every
-// mat-vec's weights and the predictor is the file's; ok false (said on
+// cold neurons and the mat-vecs plan leaves in CPU memory on the CPU
+// between its graphs, when the predictor is the file's; ok false (said on
 // stderr unless the predictor is why) leaves the per-op hybrid path.
 func splitOnGPU(m *engine.Model, plan *placement.Plan, predictor string) (string, func(), bool) {
 	pred, err := m.Predictor(predictor)
@@ -100,7 +100,7 @@ func splitOnGPU(m *engine.Model, plan *placement.Plan, predictor string) (string
 	}
 	orig := m.Prog
 	m.Prog = e.Program()
-	desc := placed(e.Bytes(), len(r.Dense), plan) + "; the step as one CUDA graph per layer, cold neurons on the CPU"
+	desc := placed(e.Bytes(), len(r.Dense), plan) + "; the step as CUDA graphs cut where the CPU works: cold neurons and the mat-vecs left in CPU memory"
 	return desc, func() {
 		m.Prog = orig
 		if err := e.Close(); err != nil {

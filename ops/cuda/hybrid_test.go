@@ -336,12 +336,13 @@ func TestHybridGreedy7B(t *testing.T) {
 // tokens for 32 steps, a second run on a new session giving them again, and
 // (with the mlp predictor) a plausible share of neurons computed.
 func checkDevice(t *testing.T, path, predName string, prompts [][]int) {
-	checkDeviceAt(t, path, predName, prompts, 0)
+	checkDeviceAt(t, path, predName, prompts, 0, false)
 }
 
 // checkDeviceAt is checkDevice with the executor under a placement of
-// frac of the file (0: all on the GPU): cold neurons on the CPU.
-func checkDeviceAt(t *testing.T, path, predName string, prompts [][]int, frac float64) {
+// frac of the file (0: all on the GPU): cold neurons on the CPU, and where
+// hostMats is set, mat-vecs too (which the placement must then leave).
+func checkDeviceAt(t *testing.T, path, predName string, prompts [][]int, frac float64, hostMats bool) {
 	m, err := engine.Load(path, "")
 	require.NoError(t, err)
 	defer m.Close()
@@ -374,7 +375,23 @@ func checkDeviceAt(t *testing.T, path, predName string, prompts [][]int, frac fl
 		}
 		require.Positive(t, hot)
 		require.Less(t, hot, all, "some neurons stay on the CPU")
-		t.Logf("%.0f%% of the file: %d dense matrices, %d of %d neurons on the GPU", 100*frac, len(o.Resident.Dense), hot, all)
+		onGPU := map[*ops.Matrix]bool{}
+		for _, d := range o.Resident.Dense {
+			onGPU[d] = true
+		}
+		left := 0
+		for _, n := range m.Prog.Nodes {
+			if (n.Op.Name == "matmul" || n.Op.Name == "output") && !onGPU[n.W[0].M] {
+				left++
+			}
+		}
+		for _, l := range m.Prog.Layers {
+			if !onGPU[l.FC1] {
+				left++
+			}
+		}
+		require.Equal(t, hostMats, left > 0, "mat-vecs and predictors left on the CPU: %d", left)
+		t.Logf("%.0f%% of the file: %d dense matrices (%d mat-vecs and predictors on the CPU), %d of %d neurons on the GPU", 100*frac, len(o.Resident.Dense), left, hot, all)
 	}
 	e, err := hybrid.NewDeviceExec(m.Prog, o)
 	require.NoError(t, err)
@@ -404,14 +421,17 @@ func TestDeviceGreedyShakespeare(t *testing.T) {
 	checkDevice(t, repoFile(t, "models/shakespeare-relu-6m-f16.gguf"), "oracle", [][]int{{1}, {1, 306, 626, 451}, {1, 13, 100, 200}})
 }
 
-// The executor at half of the 7B file: every mat-vec and the hot neurons
-// on the GPU, the cold ones on the CPU between its per-layer graphs.
+// The executor under a budget, the CPU working between its graphs. At half
+// of the 7B file every mat-vec and the hot neurons are on the GPU, the cold
+// neurons on the CPU; at a quarter the last layers' attention and
+// predictors stay in CPU memory too, and run there.
 func TestSplitGreedy7B(t *testing.T) {
 	path := os.Getenv("PINFER_7B")
 	if path == "" {
 		t.Fatal("set PINFER_7B to a file made by: pinfer gen --shape 7b --active 0.1 --type q4_0 -o FILE")
 	}
-	checkDeviceAt(t, path, "", [][]int{{1}}, 0.5)
+	t.Run("50%", func(t *testing.T) { checkDeviceAt(t, path, "", [][]int{{1}}, 0.5, false) })
+	t.Run("25%", func(t *testing.T) { checkDeviceAt(t, path, "", [][]int{{1}}, 0.25, true) })
 }
 
 // PINFER_7B names a file from `pinfer gen --shape 7b --active 0.1 --type q4_0`.
