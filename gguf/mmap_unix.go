@@ -5,8 +5,6 @@ package gguf
 import (
 	"fmt"
 	"os"
-
-	"golang.org/x/sys/unix"
 )
 
 // mapFile maps the file read-only so tensor data is paged in on demand
@@ -29,9 +27,9 @@ func mapFile(path string) ([]byte, func() error, error) {
 	if int64(int(size)) != size {
 		return nil, nil, fmt.Errorf("%s: file too large to map (%d bytes)", path, size)
 	}
-	data, err := unix.Mmap(int(fh.Fd()), 0, int(size), unix.PROT_READ, unix.MAP_SHARED)
+	data, unmap, err := mapFd(int(fh.Fd()), int(size))
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: mmap: %w", path, err)
 	}
-	return data, func() error { return unix.Munmap(data) }, nil
+	return data, unmap, nil
 }

@@ -5,8 +5,11 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
 	"slices"
 	"testing"
+	"time"
+	"unsafe"
 )
 
 // Benchmarks on ReluLLaMA-7B's FFN shape, 11008 rows of 4096, in the style of
@@ -34,6 +37,10 @@ type benchMat struct {
 
 var benchCache *benchMat
 
+// benchHuge: the benchmarks' buffers get huge pages, as the weights do,
+// unless PINFER_BENCH_SMALLPAGES is set (BenchmarkPages has both in one run).
+var benchHuge = os.Getenv("PINFER_BENCH_SMALLPAGES") == ""
+
 // benchMatrix builds (once per kind, one kind kept at a time) enough layers
 // of random weights to span benchSpan bytes.
 func benchMatrix(k kind) *benchMat {
@@ -41,13 +48,18 @@ func benchMatrix(k kind) *benchMat {
 		return benchCache
 	}
 	benchCache = nil
+	benchCache = &benchMat{k: k, layers: benchLayers(k, benchHuge)}
+	return benchCache
+}
+
+func benchLayers(k kind, huge bool) [][]byte {
 	rb := k.rowBytes(benchCols)
 	size := rb * benchRows
-	m := &benchMat{k: k}
+	var layers [][]byte
 	r := rand.New(rand.NewPCG(11, uint64(k)))
 	for range (benchSpan + size - 1) / size {
 		w := make([]byte, size)
-		adviseHuge(w)
+		setPages(w, huge)
 		for i := 0; i+8 <= len(w); i += 8 {
 			binary.LittleEndian.PutUint64(w[i:], r.Uint64())
 		}
@@ -70,10 +82,9 @@ func benchMatrix(k kind) *benchMat {
 				binary.LittleEndian.PutUint16(w[i:], 0x2000|uint16(w[i])&0x3ff)
 			}
 		}
-		m.layers = append(m.layers, w)
+		layers = append(layers, w)
 	}
-	benchCache = m
-	return m
+	return layers
 }
 
 // benchRowSet returns benchSets sorted random sets of pct% of the rows.
@@ -165,10 +176,7 @@ func BenchmarkAxpy(b *testing.B) {
 
 // BenchmarkStream is the ceiling: a plain sequential read of 256 MB.
 func BenchmarkStream(b *testing.B) {
-	a := make([]float32, 256<<20/4)
-	for i := range a {
-		a[i] = float32(i & 255)
-	}
+	a := streamBuf(benchHuge)
 	var sink float32
 	withPath(b, 256<<20, func(b *testing.B) {
 		for b.Loop() {
@@ -176,6 +184,62 @@ func BenchmarkStream(b *testing.B) {
 		}
 	})
 	_ = sink
+}
+
+func streamBuf(huge bool) []float32 {
+	a := make([]float32, 256<<20/4)
+	setPages(unsafe.Slice((*byte)(unsafe.Pointer(&a[0])), 4*len(a)), huge)
+	for i := range a {
+		a[i] = float32(i & 255)
+	}
+	return a
+}
+
+// BenchmarkPages holds huge pages against 4 KB pages in one run: calls
+// alternate between a copy of the data in each, so the host's drift hits
+// both alike. Streaming read and q4_0 gather, one thread, default kernels.
+func BenchmarkPages(b *testing.B) {
+	lockThread()
+	defer unlockThread()
+	ab := func(b *testing.B, bytes int64, call func(huge bool)) {
+		var t [2]time.Duration
+		for b.Loop() {
+			for k, huge := range []bool{true, false} {
+				t0 := time.Now()
+				call(huge)
+				t[k] += time.Since(t0)
+			}
+		}
+		for k, name := range []string{"huge-MB/s", "4k-MB/s"} {
+			b.ReportMetric(float64(bytes)*float64(b.N)/t[k].Seconds()/1e6, name)
+		}
+		b.ReportMetric(t[1].Seconds()/t[0].Seconds(), "huge/4k")
+	}
+	b.Run("stream", func(b *testing.B) {
+		bufs := [2][]float32{streamBuf(true), streamBuf(false)}
+		var sink float32
+		ab(b, 256<<20, func(huge bool) { sink += Sum(bufs[map[bool]int{true: 0, false: 1}[huge]]) })
+		_ = sink
+	})
+	layers := [2][][]byte{benchLayers(kQ4, true), benchLayers(kQ4, false)}
+	r := rand.New(rand.NewPCG(2, 2))
+	x := randVec(r, benchCols)
+	xq := make([]byte, benchCols/32*34)
+	QuantizeQ8(xq, x)
+	out := make([]float32, benchRows)
+	for _, pct := range []int{10, 20, 50} {
+		sets := benchRowSet(pct)
+		b.Run(fmt.Sprintf("q4_0/%dpct", pct), func(b *testing.B) {
+			i := 0
+			ab(b, int64(len(sets[0])*kQ4.rowBytes(benchCols)), func(huge bool) {
+				k := map[bool]int{true: 0, false: 1}[huge]
+				gatherKind(kQ4, out[:len(sets[0])], layers[k][i%len(layers[k])], benchCols, sets[i%benchSets], x, xq)
+				if !huge {
+					i++
+				}
+			})
+		})
+	}
 }
 
 // BenchmarkGatherHot: all rows of a 64x4096 matrix, which stays in L2.
@@ -275,6 +339,33 @@ func BenchmarkAxpyHot(b *testing.B) {
 					axpy(k, y, w, benchCols, nil, coef)
 				}
 			})
+		})
+	}
+}
+
+// BenchmarkLatency chases pointers through benchSpan bytes, one random line
+// per load, in huge and in 4 KB pages: the latency that a gather of short
+// rows has to hide. By Little's law, one thread that reads random lines at
+// R bytes/s keeps R·latency/64 of them in flight (ops/avx2/NOTES.md).
+func BenchmarkLatency(b *testing.B) {
+	lines := benchSpan / 64
+	perm := rand.New(rand.NewPCG(5, 5)).Perm(lines)
+	for _, huge := range []bool{true, false} {
+		b.Run(map[bool]string{true: "huge", false: "4k"}[huge], func(b *testing.B) {
+			buf := make([]byte, benchSpan)
+			setPages(buf, huge)
+			for i := range lines {
+				binary.LittleEndian.PutUint32(buf[64*perm[i]:], uint32(perm[(i+1)%lines]))
+			}
+			p := uint32(perm[0])
+			const hops = 1024
+			for b.Loop() {
+				for range hops {
+					p = binary.LittleEndian.Uint32(buf[64*int(p):])
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*hops), "ns/load")
+			b.ReportMetric(float64(p%1), "sink") // keeps the chase from being elided
 		})
 	}
 }

@@ -1,10 +1,12 @@
 package avx2
 
 import (
-	"os"
 	"runtime"
 	"syscall"
 	"time"
+	"unsafe"
+
+	"github.com/pinfer/pinfer/internal/hugepage"
 )
 
 // threadCPU returns the CPU time of the calling thread. Benchmarks report
@@ -21,12 +23,14 @@ func threadCPU() time.Duration {
 func lockThread()   { runtime.LockOSThread() }
 func unlockThread() { runtime.UnlockOSThread() }
 
-// adviseHuge asks for transparent huge pages on a benchmark matrix when
-// PINFER_BENCH_HUGEPAGES is set: it shows what TLB misses cost sparse rows
-// (mmapped model files get 4 KB pages, so the default figures are the real ones).
-func adviseHuge(b []byte) {
-	if os.Getenv("PINFER_BENCH_HUGEPAGES") == "" || len(b) < 2<<20 {
+// setPages gives a benchmark buffer huge pages, as gguf's map of a model
+// file gets them, or holds it to 4 KB pages, which show what TLB misses cost.
+func setPages(b []byte, huge bool) {
+	if huge {
+		hugepage.Advise(b)
 		return
 	}
-	_ = syscall.Madvise(b[:len(b)&^(2<<20-1)], 14 /* MADV_HUGEPAGE */)
+	if off := int(-uintptr(unsafe.Pointer(&b[0])) & 4095); off < len(b) {
+		_ = syscall.Madvise(b[off:], 15 /* MADV_NOHUGEPAGE */)
+	}
 }

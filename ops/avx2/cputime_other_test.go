@@ -7,4 +7,4 @@ import "time"
 func threadCPU() time.Duration { return 0 }
 func lockThread()              {}
 func unlockThread()            {}
-func adviseHuge([]byte)        {}
+func setPages([]byte, bool)    {}
