@@ -50,7 +50,6 @@ static const char *errName(CUresult r) {
 }
 
 static CUresult hostAlloc(void **p, size_t n) { return cuMemHostAlloc(p, n, CU_MEMHOSTALLOC_PORTABLE); }
-static CUresult hostRegister(void *p, size_t n) { return cuMemHostRegister(p, n, CU_MEMHOSTREGISTER_PORTABLE); }
 
 static CUresult beginCapture(CUstream s) { return cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL); }
 static CUresult endCapture(CUstream s, CUgraph *g, CUgraphExec *e) {
