@@ -53,13 +53,17 @@ type Result struct {
 
 // Report is the whole run.
 type Report struct {
-	Model      string   `json:"model"`
-	SizeBytes  int64    `json:"size_bytes"`
-	Params     int64    `json:"params"`
-	Backend    string   `json:"backend"`
-	Threads    int      `json:"threads"`
-	StreamGBps float64  `json:"stream_gb_per_s"` // median of the decode tests' stream figures
-	Results    []Result `json:"results"`
+	Model      string  `json:"model"`
+	SizeBytes  int64   `json:"size_bytes"`
+	Params     int64   `json:"params"`
+	Backend    string  `json:"backend"`
+	Threads    int     `json:"threads"`
+	StreamGBps float64 `json:"stream_gb_per_s"` // median of the decode tests' stream figures
+	// HugePages is the part of the model file's resident bytes in 2 MB
+	// pages after the run (-1: the kernel does not say): with small pages
+	// every token's reads walk the page tables far more often.
+	HugePages float64  `json:"huge_page_share"`
+	Results   []Result `json:"results"`
 }
 
 // Run measures m.
@@ -115,6 +119,10 @@ func Run(m *engine.Model, o Options) (*Report, error) {
 		streams = append(streams, st.measure(5)) // no decode test: measure once
 	}
 	rep.StreamGBps = median(streams)
+	rep.HugePages = -1
+	if frac, ok := m.File.HugePages(); ok {
+		rep.HugePages = frac
+	}
 	return rep, nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"math"
 	"reflect"
 
+	"github.com/pinfer/pinfer/internal/hugepage"
 	"github.com/pinfer/pinfer/ops"
 )
 
@@ -167,6 +168,10 @@ func (f *File) Tensor(name string) (*TensorInfo, bool) {
 	}
 	return &f.Tensors[i], true
 }
+
+// HugePages returns the part of the file's resident bytes that the kernel
+// maps in 2 MB pages; ok is false where it does not say.
+func (f *File) HugePages() (frac float64, ok bool) { return hugepage.Share(f.data) }
 
 // Data returns the tensor's bytes inside the mapping, without copying.
 func (f *File) Data(t *TensorInfo) []byte {

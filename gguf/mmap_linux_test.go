@@ -27,6 +27,9 @@ func TestMapFileOnHugeBoundary(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, want, data)
 		require.Zero(t, uintptr(unsafe.Pointer(&data[0]))%hugepage.Size)
+		frac, ok := hugepage.Share(data) // read above, so resident
+		require.True(t, ok)
+		require.True(t, frac >= 0 && frac <= 1, "%v", frac)
 		require.NoError(t, unmap())
 	}
 }

@@ -1,6 +1,7 @@
 package hugepage
 
 import (
+	"os"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -16,4 +17,23 @@ func Advise(b []byte) {
 	if off < len(b) {
 		_ = unix.Madvise(b[off:], unix.MADV_HUGEPAGE)
 	}
+}
+
+// Share returns the part of b's resident bytes that are mapped in 2 MB
+// pages, b being a whole mapping (as gguf makes); ok is false when the
+// kernel does not say.
+func Share(b []byte) (frac float64, ok bool) {
+	if len(b) == 0 {
+		return 0, false
+	}
+	f, err := os.Open("/proc/self/smaps")
+	if err != nil {
+		return 0, false
+	}
+	defer f.Close()
+	huge, rss, ok := parseSmaps(f, uintptr(unsafe.Pointer(&b[0])))
+	if !ok || rss == 0 {
+		return 0, false
+	}
+	return float64(huge) / float64(rss), true
 }
