@@ -5,6 +5,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/pinfer/pinfer/internal/hugepage"
 	"github.com/pinfer/pinfer/ops"
 	"github.com/pinfer/pinfer/synth"
 	"github.com/schollz/progressbar/v3"
@@ -46,6 +47,9 @@ func genCmd() *cobra.Command {
 			defer bar.Close()
 			err = synth.Write(out, o, func(done, total int64) { _ = bar.Set64(done) })
 			if err == nil {
+				// The write left the file cached in small pages; out of the
+				// cache, the first run reads it back in 2 MB ones (README).
+				_ = hugepage.Uncache(out)
 				fmt.Fprintf(os.Stderr, "\nwrote %s: %s\n", out, o.Describe())
 			}
 			return err

@@ -7,3 +7,6 @@ func Advise([]byte) {}
 
 // Share says nothing where the kernel is not asked.
 func Share([]byte) (float64, bool) { return 0, false }
+
+// Uncache does nothing where the page cache is not advised.
+func Uncache(string) error { return nil }
