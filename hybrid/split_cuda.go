@@ -107,22 +107,17 @@ func (e *DeviceExec) hostEmbedding(n *graph.Node, y *cuda.Buffer, yq *cuda.QX) e
 	return nil
 }
 
-// hostMLP is PowerInfer's predictor on the host, for a layer whose fc1 and
-// fc2 the placement left in CPU memory, with its scratch.
+// hostMLP is the file's predictor on the host, for a layer whose fc1 and
+// fc2 the placement left in CPU memory: the CPU path's own, so that it
+// chooses as that path does.
 type hostMLP struct {
-	h, s   []float32
+	mlp    predictors.MLP
 	ids    []int32
 	active *int64 // neurons chosen, summed over steps (SparseCounts)
 }
 
 func (m *hostMLP) choose(pool *ops.Pool, l *predictors.Layer, r []float32) []int32 {
-	l.MLPScores(pool, r, m.h, m.s)
-	m.ids = m.ids[:0]
-	for i, v := range m.s {
-		if v > l.PredCut {
-			m.ids = append(m.ids, int32(i))
-		}
-	}
+	m.ids = m.mlp.Predict(l, predictors.Input{Resid: r, Pool: pool}, m.ids[:0])
 	*m.active += int64(len(m.ids))
 	return m.ids
 }
@@ -275,7 +270,7 @@ func (e *DeviceExec) splitFFN(n *graph.Node, y *cuda.Buffer, yq *cuda.QX, out []
 				return err
 			}
 		}
-		mlp = hostMLP{h: make([]float32, l.FC1.Rows), s: make([]float32, nff), ids: make([]int32, 0, nff), active: &e.split.active[n.FirstLayer]}
+		mlp = hostMLP{ids: make([]int32, 0, nff), active: &e.split.active[n.FirstLayer]}
 	}
 
 	// Host point 1: the predictor's choice and the FFN's input come to the
