@@ -1,8 +1,8 @@
 // Package bench measures prefill and decode speed the way llama-bench does,
-// with dense and sparse runs in one process so that their ratio holds on a
-// noisy machine, and relates decode speed to the bytes of weights each token
-// reads and to a streaming-read bandwidth measured next to each decode
-// repetition.
+// with dense and sparse runs in one process, their repetitions taking turns,
+// so that their ratio holds on a noisy machine, and relates decode speed to
+// the bytes of weights each token reads and to a streaming-read bandwidth
+// measured next to each decode repetition.
 package bench
 
 import (
@@ -79,35 +79,43 @@ func Run(m *engine.Model, o Options) (*Report, error) {
 		rep.Params += int64(t.Elems())
 	}
 	st := newStreamer(pool)
-	for _, mode := range o.Modes {
-		name := mode
-		switch mode {
-		case "dense", "split":
-			name = "dense"
-		case "sparse", "hybrid":
-			name = ""
+	// Modes that run on the CPU alone are measured together, a repetition
+	// of each in turn, so that the host's drift over the run (its streaming
+	// read moves by half within minutes) touches them alike. A GPU mode
+	// holds its placement only while it is measured: those run one by one.
+	results := make([][]Result, len(o.Modes))
+	var host []modeRun
+	var hostAt []int
+	for i, mode := range o.Modes {
+		pred, err := modePredictor(m, mode, o.Device != nil)
+		if err != nil {
+			return nil, err
 		}
-		pred, err := m.Predictor(name)
+		if mode != "split" && mode != "hybrid" {
+			host = append(host, modeRun{mode: mode, pred: pred})
+			hostAt = append(hostAt, i)
+			continue
+		}
+		placed, release, err := o.Device(mode)
 		if err != nil {
 			return nil, fmt.Errorf("mode %s: %v", mode, err)
 		}
-		if (mode == "sparse" || mode == "hybrid") && pred.Name() == "dense" {
-			return nil, fmt.Errorf("mode %s: %s carries no predictor (fc1/fc2): train one with 'pinfer predictor train', or name one, e.g. --mode dense,oracle", mode, m.File.Path)
-		}
-		if (mode == "split" || mode == "hybrid") && o.Device == nil {
-			return nil, fmt.Errorf("mode %s needs a GPU: give --vram-budget (in a CUDA build)", mode)
-		}
-		placed, release := "", func() {}
-		if o.Device != nil {
-			if placed, release, err = o.Device(mode); err != nil {
-				return nil, fmt.Errorf("mode %s: %v", mode, err)
-			}
-		}
-		err = runMode(rep, m, pool, st, pred, mode, placed, o)
+		rs, err := measureModes(m, pool, st, []modeRun{{mode: mode, placed: placed, pred: pred}}, o)
 		release()
 		if err != nil {
 			return nil, err
 		}
+		results[i] = rs[0]
+	}
+	rs, err := measureModes(m, pool, st, host, o)
+	if err != nil {
+		return nil, err
+	}
+	for k, i := range hostAt {
+		results[i] = rs[k]
+	}
+	for _, r := range results {
+		rep.Results = append(rep.Results, r...)
 	}
 	var streams []float64
 	for _, r := range rep.Results {
@@ -126,108 +134,165 @@ func Run(m *engine.Model, o Options) (*Report, error) {
 	return rep, nil
 }
 
-// runMode measures one mode's prefill and decode tests into rep.
-func runMode(rep *Report, m *engine.Model, pool *ops.Pool, st *streamer, pred predictors.Predictor, mode, placed string, o Options) error {
-	if o.Prompt > 0 {
-		r, err := measure(m, pool, nil, pred, o.Prompt, 0, o.Reps)
-		if err != nil {
-			return err
-		}
-		r.Mode, r.Test, r.Placed = mode, fmt.Sprintf("pp%d", o.Prompt), placed
-		rep.Results = append(rep.Results, *r)
-	}
-	if o.Gen > 0 {
-		r, err := measure(m, pool, st, pred, 1, o.Gen, o.Reps)
-		if err != nil {
-			return err
-		}
-		r.Mode, r.Test, r.Placed = mode, fmt.Sprintf("tg%d", o.Gen), placed
-		rep.Results = append(rep.Results, *r)
-	}
-	return nil
+// A modeRun is one mode to measure: its predictor, and what it placed on
+// the GPU.
+type modeRun struct {
+	mode, placed string
+	pred         predictors.Predictor
 }
 
-// measure runs a prompt of p tokens then g decode steps, reps times (after
-// one warm-up), and reports tokens per second of the prompt (g == 0) or of
-// the decode steps, the latter next to st's figure around each repetition.
-func measure(m *engine.Model, pool *ops.Pool, st *streamer, pred predictors.Predictor, p, g, reps int) (*Result, error) {
-	r := &Result{Predictor: "dense"}
-	if pred != nil {
-		r.Predictor = pred.Name()
+// modePredictor is the predictor a mode runs: dense and split none, sparse
+// and hybrid the file's, any other mode the predictor of that name.
+func modePredictor(m *engine.Model, mode string, gpu bool) (predictors.Predictor, error) {
+	name := mode
+	switch mode {
+	case "dense", "split":
+		name = "dense"
+	case "sparse", "hybrid":
+		name = ""
 	}
+	pred, err := m.Predictor(name)
+	if err != nil {
+		return nil, fmt.Errorf("mode %s: %v", mode, err)
+	}
+	if (mode == "sparse" || mode == "hybrid") && pred.Name() == "dense" {
+		return nil, fmt.Errorf("mode %s: %s carries no predictor (fc1/fc2): train one with 'pinfer predictor train', or name one, e.g. --mode dense,oracle", mode, m.File.Path)
+	}
+	if (mode == "split" || mode == "hybrid") && !gpu {
+		return nil, fmt.Errorf("mode %s needs a GPU: give --vram-budget (in a CUDA build)", mode)
+	}
+	return pred, nil
+}
+
+// measureModes measures the runs' prefill and decode tests, each test's
+// repetitions interleaved across the runs (after one warm-up of each).
+func measureModes(m *engine.Model, pool *ops.Pool, st *streamer, runs []modeRun, o Options) ([][]Result, error) {
+	out := make([][]Result, len(runs))
+	for _, t := range []struct {
+		on   bool
+		p, g int
+		name string
+	}{{o.Prompt > 0, o.Prompt, 0, fmt.Sprintf("pp%d", o.Prompt)}, {o.Gen > 0, 1, o.Gen, fmt.Sprintf("tg%d", o.Gen)}} {
+		if !t.on {
+			continue
+		}
+		samples := make([][]sample, len(runs))
+		for rep := -1; rep < o.Reps; rep++ {
+			for i, r := range runs {
+				s, err := once(m, pool, st, r.pred, t.p, t.g, rep >= 0)
+				if err != nil {
+					return nil, err
+				}
+				if rep >= 0 { // the warm-up fills the page cache and buffers
+					samples[i] = append(samples[i], s)
+				}
+			}
+		}
+		for i, r := range runs {
+			res := summary(m, r.pred, samples[i], t.g > 0)
+			res.Mode, res.Test, res.Placed = r.mode, t.name, r.placed
+			out[i] = append(out[i], *res)
+		}
+	}
+	return out, nil
+}
+
+// A sample is one repetition: tokens per second of the prompt (g == 0) or
+// of the decode steps; for decode the streaming read around it and the
+// mean share of neurons computed.
+type sample struct {
+	tps, stream, active float64
+}
+
+// once runs a prompt of p tokens, then g decode steps; with bracket, a
+// decode is held between two streaming reads.
+func once(m *engine.Model, pool *ops.Pool, st *streamer, pred predictors.Predictor, p, g int, bracket bool) (sample, error) {
+	var s sample
 	prompt := make([]int, p)
 	for i := range prompt {
 		prompt[i] = (i*7919 + 13) % m.Prog.Vocab
 	}
+	bracket = bracket && g > 0
+	var before float64
+	if bracket {
+		before = st.measure(3)
+	}
+	sess := m.NewSession(p+g+1, pool)
+	sess.SetPredictor(pred)
+	start := time.Now()
+	logits, err := sess.Forward(prompt, false)
+	if err != nil {
+		return s, err
+	}
+	if g > 0 {
+		sess.Runner().Stats = graph.Stats{Tokens: make([]int64, len(m.Prog.Layers)), Active: make([]int64, len(m.Prog.Layers))}
+		start = time.Now()
+		for i := 0; i < g; i++ {
+			id := argmax(logits.Data)
+			if logits, err = sess.Forward([]int{id}, false); err != nil {
+				return s, err
+			}
+		}
+	}
+	el := time.Since(start).Seconds()
+	n := p
+	if g > 0 {
+		n = g
+	}
+	s.tps = float64(n) / el
+	if bracket {
+		s.stream = (before + st.measure(3)) / 2
+	}
+	if g > 0 && len(m.Prog.Layers) > 0 {
+		for k := range m.Prog.Layers {
+			s.active += sess.Runner().Stats.ActiveFraction(m.Prog, k)
+		}
+		s.active /= float64(len(m.Prog.Layers))
+	}
+	return s, nil
+}
+
+// summary makes a table line of a test's samples: speed, and for decode the
+// bytes each token read, at what rate, and against the streaming reads.
+func summary(m *engine.Model, pred predictors.Predictor, samples []sample, decode bool) *Result {
+	r := &Result{Predictor: "dense"}
+	if pred != nil {
+		r.Predictor = pred.Name()
+	}
 	var active, streams []float64
-	bracket := st != nil && g > 0 // the stream read just before and after each repetition
-	for rep := -1; rep < reps; rep++ {
-		var before float64
-		if bracket && rep >= 0 {
-			before = st.measure(3)
+	for _, s := range samples {
+		r.TokensPerSec = append(r.TokensPerSec, s.tps)
+		if s.stream > 0 {
+			streams = append(streams, s.stream)
 		}
-		sess := m.NewSession(p+g+1, pool)
-		sess.SetPredictor(pred)
-		start := time.Now()
-		logits, err := sess.Forward(prompt, false)
-		if err != nil {
-			return nil, err
-		}
-		if g > 0 {
-			sess.Runner().Stats = graph.Stats{Tokens: make([]int64, len(m.Prog.Layers)), Active: make([]int64, len(m.Prog.Layers))}
-			start = time.Now()
-			for i := 0; i < g; i++ {
-				id := argmax(logits.Data)
-				if logits, err = sess.Forward([]int{id}, false); err != nil {
-					return nil, err
-				}
-			}
-		}
-		el := time.Since(start).Seconds()
-		if rep < 0 {
-			continue // warm-up: page cache, buffers
-		}
-		n := p
-		if g > 0 {
-			n = g
-		}
-		r.TokensPerSec = append(r.TokensPerSec, float64(n)/el)
-		if bracket {
-			streams = append(streams, (before+st.measure(3))/2)
-		}
-		if g > 0 {
-			var sum float64
-			for k := range m.Prog.Layers {
-				sum += sess.Runner().Stats.ActiveFraction(m.Prog, k)
-			}
-			if len(m.Prog.Layers) > 0 {
-				active = append(active, sum/float64(len(m.Prog.Layers)))
-			}
+		if decode && len(m.Prog.Layers) > 0 {
+			active = append(active, s.active)
 		}
 	}
 	r.Mean, r.SD, r.Median = summarize(r.TokensPerSec)
-	if g > 0 {
-		fracs := make([]float64, len(m.Prog.Layers))
+	if !decode {
+		return r
+	}
+	fracs := make([]float64, len(m.Prog.Layers))
+	for k := range fracs {
+		fracs[k] = 1
+	}
+	if len(active) > 0 {
+		r.ActiveFrac = mean(active)
 		for k := range fracs {
-			fracs[k] = 1
-		}
-		if len(active) > 0 {
-			r.ActiveFrac = mean(active)
-			for k := range fracs {
-				fracs[k] = r.ActiveFrac
-			}
-		}
-		r.BytesPerToken = BytesPerToken(m.Prog, fracs, pred != nil && pred.Name() != "dense")
-		r.GBPerSec = r.BytesPerToken * r.Median / 1e9
-		if len(streams) > 0 {
-			ratios := make([]float64, len(streams))
-			for i, s := range streams {
-				ratios[i] = r.BytesPerToken * r.TokensPerSec[i] / 1e9 / s
-			}
-			r.StreamGBps, r.OfStream = median(streams), median(ratios)
+			fracs[k] = r.ActiveFrac
 		}
 	}
-	return r, nil
+	r.BytesPerToken = BytesPerToken(m.Prog, fracs, pred != nil && pred.Name() != "dense")
+	r.GBPerSec = r.BytesPerToken * r.Median / 1e9
+	if len(streams) == len(samples) && len(streams) > 0 {
+		ratios := make([]float64, len(streams))
+		for i, s := range streams {
+			ratios[i] = r.BytesPerToken * r.TokensPerSec[i] / 1e9 / s
+		}
+		r.StreamGBps, r.OfStream = median(streams), median(ratios)
+	}
+	return r
 }
 
 // BytesPerToken counts the weight bytes one decode step reads: every weight

@@ -36,6 +36,11 @@ func TestRunCountsBytesAndStream(t *testing.T) {
 	}
 
 	require.Len(t, rep.Results, 4)
+	var order []string // modes as given, each with its prefill then its decode
+	for _, r := range rep.Results {
+		order = append(order, r.Mode+"/"+r.Test)
+	}
+	assert.Equal(t, []string{"dense/pp8", "dense/tg4", "oracle/pp8", "oracle/tg4"}, order)
 	assert.Greater(t, rep.StreamGBps, 0.0)
 	byKey := map[string]Result{}
 	for _, r := range rep.Results {
