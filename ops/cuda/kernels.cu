@@ -250,24 +250,23 @@ extern "C" __global__ void kv_store(float *kc, float *vc, const float *k, const 
     if (i < vdim) vc[pos * vdim + i] = v[i];
 }
 
-// One query token at position pos attends over cache rows [first, pos]; one
-// block per head. Scores live in scratch[h·nctx ...].
-extern "C" __global__ void attention(float *out, const float *q, const float *kc, const float *vc,
-                                     float *scratch, i64 nctx, i64 nh, i64 nkv, i64 hd, i64 vd,
-                                     i64 pos, i64 window, double scale) {
-    i64 h = blockIdx.x, kvh = h / (nh / nkv);
-    i64 first = 0;
-    if (window > 0 && pos - window + 1 > 0) first = pos - window + 1;
+// attend is one head's attention for a query qh at position pos over rows
+// [first, pos], the scores in s: the dot products with the keys, their
+// softmax, then the values weighted by it. Row pos is read from kn and vn
+// when they are given (attn2: this step's k and v, which another block may
+// not have stored in the cache yet), else from the cache like the others.
+__device__ void attend(float *out, const float *qh, const float *kc, const float *vc, const float *kn,
+                       const float *vn, float *s, i64 first, i64 pos, i64 nkv, i64 kvh, i64 hd, i64 vd,
+                       float scale) {
     i64 len = pos + 1 - first;
-    const float *qh = q + h * hd;
-    float *s = scratch + h * nctx;
     int lane = threadIdx.x % WARP, warp = threadIdx.x / WARP, nw = blockDim.x / WARP;
     for (i64 j = warp; j < len; j += nw) {
-        const float *kr = kc + (first + j) * nkv * hd + kvh * hd;
+        i64 p = first + j;
+        const float *kr = (kn && p == pos) ? kn : kc + p * nkv * hd + kvh * hd;
         float d = 0.f;
         for (i64 c = lane; c < hd; c += WARP) d += qh[c] * kr[c];
         d = warp_sum(d);
-        if (lane == 0) s[j] = d * (float)scale;
+        if (lane == 0) s[j] = d * scale;
     }
     __syncthreads();
     float m = -INFINITY;
@@ -283,9 +282,25 @@ extern "C" __global__ void attention(float *out, const float *q, const float *kc
     float inv = 1.f / sum;
     for (i64 c = threadIdx.x; c < vd; c += blockDim.x) {
         float o = 0.f;
-        for (i64 j = 0; j < len; j++) o += s[j] * vc[(first + j) * nkv * vd + kvh * vd + c];
-        out[h * vd + c] = o * inv;
+        for (i64 j = 0; j < len; j++) {
+            i64 p = first + j;
+            const float *vr = (vn && p == pos) ? vn : vc + p * nkv * vd + kvh * vd;
+            o += s[j] * vr[c];
+        }
+        out[c] = o * inv;
     }
+}
+
+// One query token at position pos attends over cache rows [first, pos]; one
+// block per head. Scores live in scratch[h·nctx ...].
+extern "C" __global__ void attention(float *out, const float *q, const float *kc, const float *vc,
+                                     float *scratch, i64 nctx, i64 nh, i64 nkv, i64 hd, i64 vd,
+                                     i64 pos, i64 window, double scale) {
+    i64 h = blockIdx.x, kvh = h / (nh / nkv);
+    i64 first = 0;
+    if (window > 0 && pos - window + 1 > 0) first = pos - window + 1;
+    attend(out + h * vd, q + h * hd, kc, vc, nullptr, nullptr, scratch + h * nctx, first, pos, nkv, kvh, hd, vd,
+           (float)scale);
 }
 
 // A plain copy in 16-byte vectors: the bandwidth ceiling the gather kernels

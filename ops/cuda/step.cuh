@@ -644,34 +644,5 @@ extern "C" __global__ void attn2(float *out, const float *q, const float *k, con
     }
     i64 first = 0;
     if (window > 0 && pos - window + 1 > 0) first = pos - window + 1;
-    i64 len = pos + 1 - first;
-    const float *qh = q + h * hd;
-    float *s = scratch + h * nctx;
-    int lane = threadIdx.x % WARP, warp = threadIdx.x / WARP, nw = blockDim.x / WARP;
-    for (i64 j = warp; j < len; j += nw) {
-        i64 p = first + j;
-        const float *kr = p == pos ? kn : kc + p * nkv * hd + kvh * hd;
-        float d = 0.f;
-        for (i64 c = lane; c < hd; c += WARP) d += qh[c] * kr[c];
-        d = warp_sum(d);
-        if (lane == 0) s[j] = d * (float)scale;
-    }
-    __syncthreads();
-    float m = -INFINITY;
-    for (i64 j = threadIdx.x; j < len; j += blockDim.x) m = fmaxf(m, s[j]);
-    m = block_max(m);
-    float sum = 0.f;
-    for (i64 j = threadIdx.x; j < len; j += blockDim.x) {
-        float e = expf(s[j] - m);
-        s[j] = e;
-        sum += e;
-    }
-    sum = block_sum(sum);
-    float inv = 1.f / sum;
-    for (i64 c = threadIdx.x; c < vd; c += blockDim.x) {
-        float o = 0.f;
-        for (i64 j = 0; j < len - 1; j++) o += s[j] * vc[(first + j) * nkv * vd + kvh * vd + c];
-        o += s[len - 1] * vn[c];
-        out[h * vd + c] = o * inv;
-    }
+    attend(out + h * vd, q + h * hd, kc, vc, kn, vn, scratch + h * nctx, first, pos, nkv, kvh, hd, vd, (float)scale);
 }
