@@ -1,6 +1,7 @@
 package gguf
 
 import (
+	"os"
 	"unsafe"
 
 	"github.com/pinfer/pinfer/internal/hugepage"
@@ -13,8 +14,11 @@ import (
 // and the weights' reads seldom miss the TLB (ops/avx2/NOTES.md).
 func mapFd(fd, size int) ([]byte, func() error, error) {
 	// Reserve address space with room for a 2 MB boundary, put the file
-	// there, and give the rest of the reservation back.
-	span := uintptr(size) + hugepage.Size
+	// there (its map ends on a page), and give the rest of the reservation
+	// back.
+	page := uintptr(os.Getpagesize())
+	mapped := (uintptr(size) + page - 1) &^ (page - 1)
+	span := mapped + hugepage.Size
 	res, err := unix.MmapPtr(-1, 0, nil, span, unix.PROT_NONE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
 	if err != nil {
 		return nil, nil, err
@@ -28,10 +32,10 @@ func mapFd(fd, size int) ([]byte, func() error, error) {
 	if head > 0 {
 		_ = unix.MunmapPtr(res, head)
 	}
-	if tail := span - head - uintptr(size); tail > 0 {
-		_ = unix.MunmapPtr(unsafe.Add(p, size), tail)
+	if tail := span - head - mapped; tail > 0 {
+		_ = unix.MunmapPtr(unsafe.Add(p, mapped), tail)
 	}
 	data := unsafe.Slice((*byte)(p), size)
 	hugepage.Advise(data)
-	return data, func() error { return unix.MunmapPtr(p, uintptr(size)) }, nil
+	return data, func() error { return unix.MunmapPtr(p, mapped) }, nil
 }

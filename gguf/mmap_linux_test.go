@@ -1,9 +1,12 @@
 package gguf
 
 import (
+	"errors"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 	"unsafe"
 
@@ -22,14 +25,34 @@ func TestMapFileOnHugeBoundary(t *testing.T) {
 	}
 	path := filepath.Join(t.TempDir(), "w.bin")
 	require.NoError(t, os.WriteFile(path, want, 0o644))
-	for range 3 { // the reservation around each map is given back
+	for range 3 {
 		data, unmap, err := mapFile(path)
 		require.NoError(t, err)
 		require.Equal(t, want, data)
-		require.Zero(t, uintptr(unsafe.Pointer(&data[0]))%hugepage.Size)
+		start := uintptr(unsafe.Pointer(&data[0]))
+		require.Zero(t, start%hugepage.Size)
 		frac, ok := hugepage.Share(data) // read above, so resident
 		require.True(t, ok)
 		require.True(t, frac >= 0 && frac <= 1, "%v", frac)
 		require.NoError(t, unmap())
+		// Nothing of the reservation (PROT_NONE) is left on either side of
+		// it: an odd-sized file ends inside a page, past which the rest
+		// must be unmapped too.
+		end := start + (uintptr(len(want))+4095)&^4095
+		maps, err := os.ReadFile("/proc/self/maps")
+		require.NoError(t, err)
+		for _, line := range strings.Split(strings.TrimSpace(string(maps)), "\n") {
+			f := strings.Fields(line)
+			if len(f) < 2 || f[1] != "---p" {
+				continue
+			}
+			a, b, _ := strings.Cut(f[0], "-")
+			from, err1 := strconv.ParseUint(a, 16, 64)
+			to, err2 := strconv.ParseUint(b, 16, 64)
+			require.NoError(t, errors.Join(err1, err2))
+			for _, at := range []uintptr{start - 1, end} {
+				require.False(t, uintptr(from) <= at && at < uintptr(to), "the reservation is still mapped: %s", line)
+			}
+		}
 	}
 }
