@@ -3,6 +3,7 @@ package ops
 import (
 	"slices"
 	"sync"
+	"unsafe"
 
 	"github.com/pinfer/pinfer/ops/avx2"
 )
@@ -112,10 +113,15 @@ type sumParts struct {
 }
 
 func (j *sumParts) Run(lo, hi int) {
+	out := j.out[lo:hi]
 	for _, s := range j.parts {
-		Axpy(j.out[lo:hi], 1, s.acc[lo:hi])
+		// y + 1·x is y + x exactly, fused or not: the vector axpy adds.
+		part := s.acc[lo:hi]
+		avx2.AxpyF32(out, unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(part))), 4*len(part)), hi-lo, nil, one)
 	}
 }
+
+var one = []float32{1}
 
 var ffnJobs = sync.Pool{New: func() any { return new(ffnJob) }}
 
