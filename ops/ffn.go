@@ -3,7 +3,6 @@ package ops
 import (
 	"slices"
 	"sync"
-	"unsafe"
 
 	"github.com/pinfer/pinfer/ops/avx2"
 )
@@ -113,15 +112,10 @@ type sumParts struct {
 }
 
 func (j *sumParts) Run(lo, hi int) {
-	out := j.out[lo:hi]
 	for _, s := range j.parts {
-		// y + 1·x is y + x exactly, fused or not: the vector axpy adds.
-		part := s.acc[lo:hi]
-		avx2.AxpyF32(out, unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(part))), 4*len(part)), hi-lo, nil, one)
+		Axpy(j.out[lo:hi], 1, s.acc[lo:hi])
 	}
 }
-
-var one = []float32{1}
 
 var ffnJobs = sync.Pool{New: func() any { return new(ffnJob) }}
 

@@ -1,6 +1,11 @@
 package ops
 
-import "math"
+import (
+	"math"
+	"unsafe"
+
+	"github.com/pinfer/pinfer/ops/avx2"
+)
 
 // The row-wise neural-network kernels. Activations are f32 rows of one token
 // each; these functions are the reference meaning of the ops that use them.
@@ -130,10 +135,18 @@ func Dot(a, b []float32) float32 {
 	return (s0 + s1) + (s2 + s3)
 }
 
-// Axpy adds a*x to y.
+// Axpy adds a*x to y. With a = 1 (partial sums, biases) the vector kernel
+// runs: y + 1·x is y + x exactly, fused or not. Other a keep the plain
+// loop, whose separate multiply and add are the numerics callers expect.
 func Axpy(y []float32, a float32, x []float32) {
 	x = x[:len(y)]
+	if a == 1 {
+		avx2.AxpyF32(y, unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(x))), 4*len(x)), len(y), nil, one)
+		return
+	}
 	for i := range y {
 		y[i] += a * x[i]
 	}
 }
+
+var one = []float32{1}
