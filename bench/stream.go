@@ -3,7 +3,6 @@ package bench
 import (
 	"sort"
 	"time"
-	"unsafe"
 
 	"github.com/pinfer/pinfer/internal/hugepage"
 	"github.com/pinfer/pinfer/ops"
@@ -23,7 +22,7 @@ func newStreamer(pool *ops.Pool) *streamer {
 	buf := make([]float32, (512<<20)/4)
 	// The same pages as the weights get (gguf maps them advised), so the
 	// bound is not the weaker read of a buffer in 4 KB pages.
-	hugepage.Advise(unsafe.Slice((*byte)(unsafe.Pointer(&buf[0])), 4*len(buf)))
+	hugepage.Advise(buf)
 	for i := range buf {
 		buf[i] = float32(i & 7)
 	}

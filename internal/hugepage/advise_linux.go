@@ -7,15 +7,18 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Advise asks for huge pages over the whole 2 MB pages inside b. It is
-// advice: where the kernel has none to give, b keeps 4 KB pages.
-func Advise(b []byte) {
+// advise madvises the whole 2 MB pages inside b to be huge, or not.
+func advise(b []byte, huge bool) {
 	if len(b) == 0 {
 		return
 	}
+	advice := unix.MADV_NOHUGEPAGE
+	if huge {
+		advice = unix.MADV_HUGEPAGE
+	}
 	off := int(-uintptr(unsafe.Pointer(&b[0])) & (Size - 1))
 	if off < len(b) {
-		_ = unix.Madvise(b[off:], unix.MADV_HUGEPAGE)
+		_ = unix.Madvise(b[off:], advice)
 	}
 }
 

@@ -2,8 +2,8 @@
 
 package hugepage
 
-// Advise does nothing where transparent huge pages are not asked by madvise.
-func Advise([]byte) {}
+// advise does nothing where transparent huge pages are not asked by madvise.
+func advise([]byte, bool) {}
 
 // Share says nothing where the kernel is not asked.
 func Share([]byte) (float64, bool) { return 0, false }

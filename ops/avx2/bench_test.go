@@ -9,7 +9,8 @@ import (
 	"slices"
 	"testing"
 	"time"
-	"unsafe"
+
+	"github.com/pinfer/pinfer/internal/hugepage"
 )
 
 // Benchmarks on ReluLLaMA-7B's FFN shape, 11008 rows of 4096, in the style of
@@ -186,9 +187,19 @@ func BenchmarkStream(b *testing.B) {
 	_ = sink
 }
 
+// setPages gives a benchmark buffer huge pages, as gguf's map of a model
+// file gets them, or holds it to 4 KB pages, which show what TLB misses cost.
+func setPages[T any](b []T, huge bool) {
+	if huge {
+		hugepage.Advise(b)
+	} else {
+		hugepage.Refuse(b)
+	}
+}
+
 func streamBuf(huge bool) []float32 {
 	a := make([]float32, 256<<20/4)
-	setPages(unsafe.Slice((*byte)(unsafe.Pointer(&a[0])), 4*len(a)), huge)
+	setPages(a, huge)
 	for i := range a {
 		a[i] = float32(i & 255)
 	}

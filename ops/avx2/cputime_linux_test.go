@@ -4,9 +4,6 @@ import (
 	"runtime"
 	"syscall"
 	"time"
-	"unsafe"
-
-	"github.com/pinfer/pinfer/internal/hugepage"
 )
 
 // threadCPU returns the CPU time of the calling thread. Benchmarks report
@@ -22,15 +19,3 @@ func threadCPU() time.Duration {
 
 func lockThread()   { runtime.LockOSThread() }
 func unlockThread() { runtime.UnlockOSThread() }
-
-// setPages gives a benchmark buffer huge pages, as gguf's map of a model
-// file gets them, or holds it to 4 KB pages, which show what TLB misses cost.
-func setPages(b []byte, huge bool) {
-	if huge {
-		hugepage.Advise(b)
-		return
-	}
-	if off := int(-uintptr(unsafe.Pointer(&b[0])) & 4095); off < len(b) {
-		_ = syscall.Madvise(b[off:], 15 /* MADV_NOHUGEPAGE */)
-	}
-}

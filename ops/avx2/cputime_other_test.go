@@ -7,4 +7,3 @@ import "time"
 func threadCPU() time.Duration { return 0 }
 func lockThread()              {}
 func unlockThread()            {}
-func setPages([]byte, bool)    {}
