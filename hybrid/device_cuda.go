@@ -132,9 +132,11 @@ func NewDeviceExec(p *graph.Program, o DeviceOptions) (e *DeviceExec, err error)
 	op := &ops.Op{Name: "device_step", Doc: "the whole decode step on the GPU, one CUDA graph per session", Inputs: 2, LastRows: true, Run: e.run}
 	node := &graph.Node{Where: p.Nodes[p.Output].Where + " (all on the GPU)", ID: "device_step", Op: op, In: []int{-1, -2}, A: ops.Attrs{}, Cols: p.Vocab}
 	e.prog = &graph.Program{Spec: p.Spec, Params: p.Params, Nodes: []*graph.Node{node}, Output: 0, Vocab: p.Vocab, Layers: p.Layers}
-	if o.Log != nil && e.split == nil {
+	switch {
+	case o.Log == nil:
+	case e.split == nil:
 		fmt.Fprintf(o.Log, "gpu: the whole step on %s: %.2f GiB of weights, %d kernels per token in one CUDA graph\n", d.Name, float64(e.bytes)/(1<<30), e.launches)
-	} else if o.Log != nil {
+	default:
 		fmt.Fprintf(o.Log, "gpu: the step on %s: %.2f GiB of weights, %d kernels per token in CUDA graphs, %d host points for the CPU's share\n", d.Name, float64(e.bytes)/(1<<30), e.launches, len(e.cuts))
 	}
 	return e, nil

@@ -70,14 +70,20 @@ func allOnGPU(m *engine.Model, predictor string) (*hybrid.DeviceExec, func(), bo
 		fmt.Fprintf(os.Stderr, "pinfer: %v; the hybrid path serves\n", err)
 		return nil, nil, false
 	}
+	return e, swapIn(m, e), true
+}
+
+// swapIn runs m on e until the returned release, which gives m its program
+// back and frees the device.
+func swapIn(m *engine.Model, e *hybrid.DeviceExec) func() {
 	orig := m.Prog
 	m.Prog = e.Program()
-	return e, func() {
+	return func() {
 		m.Prog = orig
 		if err := e.Close(); err != nil {
 			fmt.Fprintln(os.Stderr, "pinfer:", err)
 		}
-	}, true
+	}
 }
 
 // splitOnGPU runs m's decode step on the device executor under plan, the
@@ -98,15 +104,8 @@ func splitOnGPU(m *engine.Model, plan *placement.Plan, predictor string) (string
 		fmt.Fprintf(os.Stderr, "pinfer: %v; the per-op hybrid path serves\n", err)
 		return "", nil, false
 	}
-	orig := m.Prog
-	m.Prog = e.Program()
 	desc := placed(e.Bytes(), len(r.Dense), plan) + "; the step as CUDA graphs cut where the CPU works: cold neurons and the mat-vecs left in CPU memory"
-	return desc, func() {
-		m.Prog = orig
-		if err := e.Close(); err != nil {
-			fmt.Fprintln(os.Stderr, "pinfer:", err)
-		}
-	}, true
+	return desc, swapIn(m, e), true
 }
 
 // placed says what a placement put on the GPU.
