@@ -251,22 +251,7 @@ g8store:
 	JMP       g8loop
 
 g4loop:
-	MOVQ n+32(FP), R9
-	LEAQ 4(R12), BX
-	CMPQ BX, R9
-	JGT  g1loop
-	MOVQ rows+24(FP), R8
-	MOVQ w+8(FP), SI
-	MOVQ stride+16(FP), BX
-	ROWPTR(0, R12, AX)
-	ROWPTR(1, R12, DX)
-	ROWPTR(2, R12, R13)
-	ROWPTR(3, R12, R14)
-	DECQ R9
-	PFPTR(8, 0)
-	PFPTR(9, 8)
-	PFPTR(10, 16)
-	PFPTR(11, 24)
+	ROWS4(g1loop)
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
 	VPXORD Z2, Z2, Z2
@@ -313,12 +298,7 @@ g4store:
 	JMP     g4loop
 
 g1loop:
-	CMPQ R12, R9
-	JGE  gdone
-	MOVQ rows+24(FP), R8
-	MOVQ w+8(FP), SI
-	MOVQ stride+16(FP), BX
-	ROWPTR(0, R12, AX)
+	ROW1(gdone)
 	VPXORD Z0, Z0, Z0
 	XORQ   CX, CX
 	MOVQ   xs+40(FP), R10
@@ -518,22 +498,7 @@ TEXT ·axpyQ4v(SB), NOSPLIT, $48-56
 	XORQ    R12, R12
 
 a4loop:
-	MOVQ n+32(FP), R9
-	LEAQ 4(R12), BX
-	CMPQ BX, R9
-	JGT  a1loop
-	MOVQ rows+24(FP), R8
-	MOVQ w+8(FP), SI
-	MOVQ stride+16(FP), BX
-	ROWPTR(0, R12, AX)
-	ROWPTR(1, R12, DX)
-	ROWPTR(2, R12, R13)
-	ROWPTR(3, R12, R14)
-	DECQ R9
-	PFPTR(8, 0)
-	PFPTR(9, 8)
-	PFPTR(10, 16)
-	PFPTR(11, 24)
+	ROWS4(a1loop)
 	MOVQ         coef+40(FP), DI
 	VMOVUPS      (DI)(R12*4), X13
 	MOVQ         y+0(FP), R10
@@ -581,12 +546,7 @@ a4next:
 	JMP  a4loop
 
 a1loop:
-	CMPQ R12, R9
-	JGE  adone
-	MOVQ rows+24(FP), R8
-	MOVQ w+8(FP), SI
-	MOVQ stride+16(FP), BX
-	ROWPTR(0, R12, AX)
+	ROW1(adone)
 	MOVQ         coef+40(FP), DI
 	VBROADCASTSS (DI)(R12*4), Z24
 	MOVQ         y+0(FP), R10
@@ -639,22 +599,7 @@ TEXT ·gatherQ8f(SB), NOSPLIT, $48-56
 	XORQ  R12, R12
 
 f4loop:
-	MOVQ n+32(FP), R9
-	LEAQ 4(R12), BX
-	CMPQ BX, R9
-	JGT  f1loop
-	MOVQ rows+24(FP), R8
-	MOVQ w+8(FP), SI
-	MOVQ stride+16(FP), BX
-	ROWPTR(0, R12, AX)
-	ROWPTR(1, R12, DX)
-	ROWPTR(2, R12, R13)
-	ROWPTR(3, R12, R14)
-	DECQ R9
-	PFPTR(8, 0)
-	PFPTR(9, 8)
-	PFPTR(10, 16)
-	PFPTR(11, 24)
+	ROWS4(f1loop)
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
 	VPXORD Z2, Z2, Z2
@@ -695,12 +640,7 @@ f4store:
 	JMP     f4loop
 
 f1loop:
-	CMPQ R12, R9
-	JGE  fdone
-	MOVQ rows+24(FP), R8
-	MOVQ w+8(FP), SI
-	MOVQ stride+16(FP), BX
-	ROWPTR(0, R12, AX)
+	ROW1(fdone)
 	VPXORD Z0, Z0, Z0
 	XORQ   CX, CX
 	MOVQ   x+40(FP), R10
@@ -1029,22 +969,7 @@ TEXT ·gatherQ8v(SB), NOSPLIT, $32-72
 	XORQ         R12, R12
 
 q84loop:
-	MOVQ n+32(FP), R9
-	LEAQ 4(R12), BX
-	CMPQ BX, R9
-	JGT  q81loop
-	MOVQ rows+24(FP), R8
-	MOVQ w+8(FP), SI
-	MOVQ stride+16(FP), BX
-	ROWPTR(0, R12, AX)
-	ROWPTR(1, R12, DX)
-	ROWPTR(2, R12, R13)
-	ROWPTR(3, R12, R14)
-	DECQ R9
-	PFPTR(8, 0)
-	PFPTR(9, 8)
-	PFPTR(10, 16)
-	PFPTR(11, 24)
+	ROWS4(q81loop)
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
 	VPXORD Z2, Z2, Z2
@@ -1089,12 +1014,7 @@ q84store:
 	JMP     q84loop
 
 q81loop:
-	CMPQ R12, R9
-	JGE  q8done
-	MOVQ rows+24(FP), R8
-	MOVQ w+8(FP), SI
-	MOVQ stride+16(FP), BX
-	ROWPTR(0, R12, AX)
+	ROW1(q8done)
 	VPXORD Z0, Z0, Z0
 	XORQ   CX, CX
 	MOVQ   xs+40(FP), R10

@@ -35,22 +35,7 @@ TEXT ·gatherQ8f2(SB), NOSPLIT, $48-56
 	XORQ  R12, R12
 
 f4loop:
-	MOVQ n+32(FP), R9
-	LEAQ 4(R12), BX
-	CMPQ BX, R9
-	JGT  f1loop
-	MOVQ rows+24(FP), R8
-	MOVQ w+8(FP), SI
-	MOVQ stride+16(FP), BX
-	ROWPTR(0, R12, AX)
-	ROWPTR(1, R12, DX)
-	ROWPTR(2, R12, R13)
-	ROWPTR(3, R12, R14)
-	DECQ R9
-	PFPTR(8, 0)
-	PFPTR(9, 8)
-	PFPTR(10, 16)
-	PFPTR(11, 24)
+	ROWS4(f1loop)
 	VXORPS Y0, Y0, Y0
 	VXORPS Y1, Y1, Y1
 	VXORPS Y2, Y2, Y2
@@ -94,12 +79,7 @@ f4store:
 	JMP          f4loop
 
 f1loop:
-	CMPQ R12, R9
-	JGE  fdone
-	MOVQ rows+24(FP), R8
-	MOVQ w+8(FP), SI
-	MOVQ stride+16(FP), BX
-	ROWPTR(0, R12, AX)
+	ROW1(fdone)
 	VXORPS Y0, Y0, Y0
 	XORQ   CX, CX
 	MOVQ   x+40(FP), R10

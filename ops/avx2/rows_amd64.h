@@ -19,6 +19,38 @@
 	ADDQ    SI, DI          \
 	MOVQ    DI, slot(SP)
 
+// ROWS4(short) starts a step over the four rows rows[k..k+3] (k in R12):
+// to short when fewer are left, else their addresses in AX, DX, R13, R14,
+// R9 the last valid k and the rows eight ahead's addresses at 0-24(SP).
+// Every kernel that reads it has the frame (_, w, stride, rows, n, ...).
+#define ROWS4(short) \
+	MOVQ n+32(FP), R9       \
+	LEAQ 4(R12), BX         \
+	CMPQ BX, R9             \
+	JGT  short              \
+	MOVQ rows+24(FP), R8    \
+	MOVQ w+8(FP), SI        \
+	MOVQ stride+16(FP), BX  \
+	ROWPTR(0, R12, AX)      \
+	ROWPTR(1, R12, DX)      \
+	ROWPTR(2, R12, R13)     \
+	ROWPTR(3, R12, R14)     \
+	DECQ R9                 \
+	PFPTR(8, 0)             \
+	PFPTR(9, 8)             \
+	PFPTR(10, 16)           \
+	PFPTR(11, 24)
+
+// ROW1(done) starts a step over the one row rows[k] (k in R12, R9 the
+// count left by ROWS4): to done when none is left, else its address in AX.
+#define ROW1(done) \
+	CMPQ R12, R9            \
+	JGE  done               \
+	MOVQ rows+24(FP), R8    \
+	MOVQ w+8(FP), SI        \
+	MOVQ stride+16(FP), BX  \
+	ROWPTR(0, R12, AX)
+
 // PF prefetches the line at off in the row whose address is at slot(SP).
 #define PF(slot, off) \
 	MOVQ       slot(SP), DI \
