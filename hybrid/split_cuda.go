@@ -248,11 +248,16 @@ func (e *DeviceExec) splitFFN(n *graph.Node, y *cuda.Buffer, yq *cuda.QX, out []
 	}
 	// Pinned host buffers, one set per layer: a layer's uploads may still
 	// be in flight while the next one's host point fills its own.
-	var hIdx, hCount, hX, hHot, hHotN, hCold *cuda.HostBuffer
-	for _, b := range []struct {
+	type hostBuf struct {
 		h     **cuda.HostBuffer
 		bytes int
-	}{{&hIdx, 4 * nff}, {&hCount, 4}, {&hX, 4 * l.NEmbd}, {&hHot, 4 * max(nHot, 1)}, {&hHotN, 4}, {&hCold, 4 * cols}} {
+	}
+	var hIdx, hCount, hX, hHot, hHotN, hCold *cuda.HostBuffer
+	bufs := []hostBuf{{&hX, 4 * l.NEmbd}, {&hHot, 4 * max(nHot, 1)}, {&hHotN, 4}, {&hCold, 4 * cols}}
+	if !hostPred { // the device predictor's choice comes down into these
+		bufs = append(bufs, hostBuf{&hIdx, 4 * nff}, hostBuf{&hCount, 4})
+	}
+	for _, b := range bufs {
 		if *b.h, err = e.split.host(d, int64(b.bytes)); err != nil {
 			return err
 		}
