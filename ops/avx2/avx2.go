@@ -173,7 +173,13 @@ func AxpyQ8_0(y []float32, w []byte, cols int, rows []int32, coef []float32) {
 	axpyQ8_0(&y[0], unsafe.SliceData(w), cols/32*q8Block, &ids[0], len(ids), &coef[0], cols/32)
 }
 
-// AxpyQ4_0 is AxpyF32 over q4_0 rows.
+// int8Axpy selects axpyQ4i8 for AVX-512's q4_0 axpy; BenchmarkAxpyQ4Int8
+// clears it to measure the f32 kernel (axpyQ4v) beside it.
+var int8Axpy = true
+
+// AxpyQ4_0 is AxpyF32 over q4_0 rows. With AVX-512 the coefficients of
+// each eight rows are rounded to int8 per block (axpyQ4i8), as precise as
+// the q8_0 activations of the mat-vecs.
 func AxpyQ4_0(y []float32, w []byte, cols int, rows []int32, coef []float32) {
 	checkBlocks("AxpyQ4_0", cols)
 	ids := checkAxpy("AxpyQ4_0", y, w, cols, cols/32*q4Block, rows, coef)
@@ -185,7 +191,20 @@ func AxpyQ4_0(y []float32, w []byte, cols int, rows []int32, coef []float32) {
 		return
 	}
 	if AVX512 {
-		axpyQ4v(&y[0], unsafe.SliceData(w), cols/32*q4Block, &ids[0], len(ids), &coef[0], cols/32)
+		// Whole groups of eight rows with int8 coefficients, the rest in f32.
+		n8 := len(ids) &^ 7
+		if !int8Axpy {
+			n8 = 0
+		}
+		if n8 > 0 {
+			rec := q4Scratch.Get().(*[]byte)
+			*rec = grow(*rec, cols/32*16)
+			axpyQ4i8(&y[0], unsafe.SliceData(w), cols/32*q4Block, &ids[0], n8, &coef[0], cols/32, &(*rec)[0])
+			q4Scratch.Put(rec)
+		}
+		if n8 < len(ids) {
+			axpyQ4v(&y[0], unsafe.SliceData(w), cols/32*q4Block, &ids[n8], len(ids)-n8, &coef[n8], cols/32)
+		}
 		return
 	}
 	axpyQ4_0(&y[0], unsafe.SliceData(w), cols/32*q4Block, &ids[0], len(ids), &coef[0], cols/32)

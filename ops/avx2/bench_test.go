@@ -380,3 +380,44 @@ func BenchmarkLatency(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkAxpyQ4Int8 sets the AVX-512 q4_0 axpy with int8 coefficients
+// (axpyQ4i8) beside the f32 one it replaced (axpyQ4v), one after the other,
+// on L2-resident rows (hot) and on 10% and 100% of rows from memory.
+func BenchmarkAxpyQ4Int8(b *testing.B) {
+	if !has512Init {
+		b.Skip("needs AVX-512")
+	}
+	r := rand.New(rand.NewPCG(7, 7))
+	coef := randVec(r, benchRows)
+	y := make([]float32, benchCols)
+	hot := randMatrix(r, kQ4, 64, benchCols, 0)
+	m := benchMatrix(kQ4)
+	for _, pct := range []int{0, 10, 100} {
+		name, sets := "hot", [][]int32{nil}
+		if pct > 0 {
+			name, sets = fmt.Sprintf("%dpct", pct), benchRowSet(pct)
+		}
+		for _, i8 := range []bool{true, false} {
+			b.Run(fmt.Sprintf("%s/%s", name, map[bool]string{true: "int8", false: "f32"}[i8]), func(b *testing.B) {
+				int8Axpy = i8
+				defer func() { int8Axpy = true }()
+				n := 64
+				if pct > 0 {
+					n = len(sets[0])
+				}
+				b.SetBytes(int64(n * kQ4.rowBytes(benchCols)))
+				i := 0
+				for b.Loop() {
+					i++
+					if pct == 0 {
+						AxpyQ4_0(y, hot, benchCols, nil, coef[:64])
+						continue
+					}
+					rows := sets[i%benchSets]
+					AxpyQ4_0(y, m.layers[i%len(m.layers)], benchCols, rows, coef[:len(rows)])
+				}
+			})
+		}
+	}
+}

@@ -41,3 +41,6 @@ func gatherQ8v(out *float32, w *byte, stride int, rows *int32, n int, xs *byte, 
 
 //go:noescape
 func gatherQ8f2(out *float32, w *byte, stride int, rows *int32, n int, x *float32, nblk int)
+
+//go:noescape
+func axpyQ4i8(y *float32, w *byte, stride int, rows *int32, n int, coef *float32, nblk int, rec *byte)

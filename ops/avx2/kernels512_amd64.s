@@ -1049,3 +1049,413 @@ q8done:
 	VZEROUPPER
 	RET
 
+
+// i8perm: VPERMB indexes that turn four rows' 16 bytes of a block (row r in
+// bytes 16r..16r+15) into one dword per byte position j holding the four
+// rows' bytes j, row 0 lowest: the order VPDPBUSD sums over.
+DATA i8perm<>+0(SB)/8, $0x3121110130201000
+DATA i8perm<>+8(SB)/8, $0x3323130332221202
+DATA i8perm<>+16(SB)/8, $0x3525150534241404
+DATA i8perm<>+24(SB)/8, $0x3727170736261606
+DATA i8perm<>+32(SB)/8, $0x3929190938281808
+DATA i8perm<>+40(SB)/8, $0x3b2b1b0b3a2a1a0a
+DATA i8perm<>+48(SB)/8, $0x3d2d1d0d3c2c1c0c
+DATA i8perm<>+56(SB)/8, $0x3f2f1f0f3e2e1e0e
+GLOBL i8perm<>(SB), RODATA|NOPTR, $64
+
+DATA inv127<>+0(SB)/4, $0x3c010204  // float32(1/127)
+GLOBL inv127<>(SB), RODATA|NOPTR, $4
+DATA tiny<>+0(SB)/4, $0x0da24260    // 1e-30: the scale of a block whose coefficients are all zero
+GLOBL tiny<>(SB), RODATA|NOPTR, $4
+
+// The first pass's VPERMT2W/B/D/Q indexes, sixteen blocks at a time:
+// i8dlo/hi pick the f16 scales of blocks 0-7 / 8-15 (words 9i of 144 bytes)
+// into words 0-7 / 8-15; i8qlo/hi turn the eight rows' int8 q of 16 blocks
+// (row r's 16 bytes in lane r%4 of the first table for r < 4, of the
+// second for r >= 4) into eight bytes per block; i8sclo/hi pair each
+// block's s and -8·Σq; i8rlo/hi interleave q and that pair into the
+// 16-byte records.
+DATA i8dlo<>+0(SB)/8, $0x001b001200090000
+DATA i8dlo<>+8(SB)/8, $0x003f0036002d0024
+DATA i8dlo<>+16(SB)/8, $0x0000000000000000
+DATA i8dlo<>+24(SB)/8, $0x0000000000000000
+DATA i8dlo<>+32(SB)/8, $0x0000000000000000
+DATA i8dlo<>+40(SB)/8, $0x0000000000000000
+DATA i8dlo<>+48(SB)/8, $0x0000000000000000
+DATA i8dlo<>+56(SB)/8, $0x0000000000000000
+GLOBL i8dlo<>(SB), RODATA|NOPTR, $64
+DATA i8dhi<>+0(SB)/8, $0x0000000000000000
+DATA i8dhi<>+8(SB)/8, $0x0000000000000000
+DATA i8dhi<>+16(SB)/8, $0x001b001200090000
+DATA i8dhi<>+24(SB)/8, $0x003f0036002d0024
+DATA i8dhi<>+32(SB)/8, $0x0000000000000000
+DATA i8dhi<>+40(SB)/8, $0x0000000000000000
+DATA i8dhi<>+48(SB)/8, $0x0000000000000000
+DATA i8dhi<>+56(SB)/8, $0x0000000000000000
+GLOBL i8dhi<>(SB), RODATA|NOPTR, $64
+DATA i8qlo<>+0(SB)/8, $0x7060504030201000
+DATA i8qlo<>+8(SB)/8, $0x7161514131211101
+DATA i8qlo<>+16(SB)/8, $0x7262524232221202
+DATA i8qlo<>+24(SB)/8, $0x7363534333231303
+DATA i8qlo<>+32(SB)/8, $0x7464544434241404
+DATA i8qlo<>+40(SB)/8, $0x7565554535251505
+DATA i8qlo<>+48(SB)/8, $0x7666564636261606
+DATA i8qlo<>+56(SB)/8, $0x7767574737271707
+GLOBL i8qlo<>(SB), RODATA|NOPTR, $64
+DATA i8qhi<>+0(SB)/8, $0x7868584838281808
+DATA i8qhi<>+8(SB)/8, $0x7969594939291909
+DATA i8qhi<>+16(SB)/8, $0x7a6a5a4a3a2a1a0a
+DATA i8qhi<>+24(SB)/8, $0x7b6b5b4b3b2b1b0b
+DATA i8qhi<>+32(SB)/8, $0x7c6c5c4c3c2c1c0c
+DATA i8qhi<>+40(SB)/8, $0x7d6d5d4d3d2d1d0d
+DATA i8qhi<>+48(SB)/8, $0x7e6e5e4e3e2e1e0e
+DATA i8qhi<>+56(SB)/8, $0x7f6f5f4f3f2f1f0f
+GLOBL i8qhi<>(SB), RODATA|NOPTR, $64
+DATA i8sclo<>+0(SB)/8, $0x0000001000000000
+DATA i8sclo<>+8(SB)/8, $0x0000001100000001
+DATA i8sclo<>+16(SB)/8, $0x0000001200000002
+DATA i8sclo<>+24(SB)/8, $0x0000001300000003
+DATA i8sclo<>+32(SB)/8, $0x0000001400000004
+DATA i8sclo<>+40(SB)/8, $0x0000001500000005
+DATA i8sclo<>+48(SB)/8, $0x0000001600000006
+DATA i8sclo<>+56(SB)/8, $0x0000001700000007
+GLOBL i8sclo<>(SB), RODATA|NOPTR, $64
+DATA i8schi<>+0(SB)/8, $0x0000001800000008
+DATA i8schi<>+8(SB)/8, $0x0000001900000009
+DATA i8schi<>+16(SB)/8, $0x0000001a0000000a
+DATA i8schi<>+24(SB)/8, $0x0000001b0000000b
+DATA i8schi<>+32(SB)/8, $0x0000001c0000000c
+DATA i8schi<>+40(SB)/8, $0x0000001d0000000d
+DATA i8schi<>+48(SB)/8, $0x0000001e0000000e
+DATA i8schi<>+56(SB)/8, $0x0000001f0000000f
+GLOBL i8schi<>(SB), RODATA|NOPTR, $64
+DATA i8rlo<>+0(SB)/8, $0x0000000000000000
+DATA i8rlo<>+8(SB)/8, $0x0000000000000008
+DATA i8rlo<>+16(SB)/8, $0x0000000000000001
+DATA i8rlo<>+24(SB)/8, $0x0000000000000009
+DATA i8rlo<>+32(SB)/8, $0x0000000000000002
+DATA i8rlo<>+40(SB)/8, $0x000000000000000a
+DATA i8rlo<>+48(SB)/8, $0x0000000000000003
+DATA i8rlo<>+56(SB)/8, $0x000000000000000b
+GLOBL i8rlo<>(SB), RODATA|NOPTR, $64
+DATA i8rhi<>+0(SB)/8, $0x0000000000000004
+DATA i8rhi<>+8(SB)/8, $0x000000000000000c
+DATA i8rhi<>+16(SB)/8, $0x0000000000000005
+DATA i8rhi<>+24(SB)/8, $0x000000000000000d
+DATA i8rhi<>+32(SB)/8, $0x0000000000000006
+DATA i8rhi<>+40(SB)/8, $0x000000000000000e
+DATA i8rhi<>+48(SB)/8, $0x0000000000000007
+DATA i8rhi<>+56(SB)/8, $0x000000000000000f
+GLOBL i8rhi<>(SB), RODATA|NOPTR, $64
+
+// I8ROWS adds four rows' products with the block at CX to Z3 (bytes 0-15)
+// and Z4 (bytes 16-31): q is the rows' four int8 coefficients, a dword
+// broadcast from memory; the nibbles stay unsigned (the -8 is in Z3/Z4's
+// start value).
+#define I8ROWS(p0, p1, p2, p3, q) \
+	VMOVDQU       2(p0)(CX*1), X8         \
+	VINSERTI128   $1, 2(p1)(CX*1), Y8, Y8 \
+	VMOVDQU       2(p2)(CX*1), X9         \
+	VINSERTI128   $1, 2(p3)(CX*1), Y9, Y9 \
+	VINSERTI64X4  $1, Y9, Z8, Z8          \
+	VPERMB        Z8, Z30, Z8             \
+	VPSRLW        $4, Z8, Z9              \
+	VPANDD        Z31, Z8, Z8             \
+	VPANDD        Z31, Z9, Z9             \
+	VPDPBUSD.BCST q, Z8, Z3               \
+	VPDPBUSD.BCST q, Z9, Z4
+
+// PFS prefetches the line at CX of the row whose address is at slot(SP).
+#define PFS(slot) \
+	MOVQ       slot(SP), SI \
+	PREFETCHT1 (SI)(CX*1)
+
+// PF5 prefetches the five lines that cover 288 bytes at CX of that row.
+#define PF5(slot) \
+	MOVQ       slot(SP), SI     \
+	PREFETCHT1 (SI)(CX*1)       \
+	PREFETCHT1 64(SI)(CX*1)     \
+	PREFETCHT1 128(SI)(CX*1)    \
+	PREFETCHT1 192(SI)(CX*1)    \
+	PREFETCHT1 256(SI)(CX*1)
+
+// I8D sets zd to row p's coef (at r*4(R10)) times the f16 scales of the
+// sixteen blocks at CX.
+#define I8D(p, r, zd) \
+	VMOVDQU64   (p)(CX*1), Z8              \
+	VPERMT2W    64(p)(CX*1), Z24, Z8       \
+	VMOVDQU64   144(p)(CX*1), Z10          \
+	VPERMT2W    208(p)(CX*1), Z23, Z10     \
+	VMOVDQU16   Z10, K1, Z8                \
+	VCVTPH2PS   Y8, zd                     \
+	VMULPS.BCST (r*4)(R10), zd, zd
+
+// func axpyQ4i8(y *float32, w *byte, stride int, rows *int32, n int, coef *float32, nblk int, rec *byte)
+// Eight rows at a time, n a multiple of 8. Per block, the eight products
+// coef·d are quantized to int8 with one scale s (max |coef·d| / 127), so
+// that VPDPBUSD sums four rows' weights per lane in integers and y gains
+// s·Σ once per eight rows: a quarter of the f32 axpy's vector work, at the
+// precision of the q8_0 activations the mat-vecs use. A first pass over
+// the blocks writes each one's record to rec (nblk·16 bytes: the eight q,
+// s, and -8·Σq); the second sums. In one loop the second waited on the
+// first's long chain of shuffles and ran no faster than the f32 axpy.
+TEXT ·axpyQ4i8(SB), NOSPLIT, $80-64
+	VMOVDQU64    i8perm<>(SB), Z30
+	VPBROADCASTD nib4<>(SB), Z31
+	VPBROADCASTD absmask<>(SB), Z29
+	VBROADCASTSS tiny<>(SB), Z28
+	VBROADCASTSS f127<>(SB), Z27
+	VBROADCASTSS inv127<>(SB), Z26
+	VMOVDQU64    i8dlo<>(SB), Z24
+	VMOVDQU64    i8dhi<>(SB), Z23
+	VMOVDQU64    i8qlo<>(SB), Z22
+	VMOVDQU64    i8qhi<>(SB), Z21
+	VMOVDQU64    i8sclo<>(SB), Z20
+	VMOVDQU64    i8schi<>(SB), Z19
+	VMOVDQU64    i8rlo<>(SB), Z18
+	VMOVDQU64    i8rhi<>(SB), Z17
+	MOVL         $0xff00, SI
+	KMOVW        SI, K1
+	XORQ         R12, R12
+
+i8loop:
+	MOVQ n+32(FP), R9
+	LEAQ 8(R12), BX
+	CMPQ BX, R9
+	JGT  i8done
+	MOVQ rows+24(FP), R8
+	MOVQ w+8(FP), SI
+	MOVQ stride+16(FP), BX
+	DECQ R9
+	PFPTR(8, 0)
+	PFPTR(9, 8)
+	PFPTR(10, 16)
+	PFPTR(11, 24)
+	PFPTR(12, 32)
+	PFPTR(13, 40)
+	PFPTR(14, 48)
+	PFPTR(15, 56)
+	MOVQ R12, 64(SP)
+	MOVQ coef+40(FP), R10
+	LEAQ (R10)(R12*4), R10
+	ROWPTR(0, R12, AX)
+	ROWPTR(1, R12, DX)
+	ROWPTR(2, R12, R13)
+	ROWPTR(3, R12, R14)
+	ROWPTR(4, R12, R15)
+	ROWPTR(5, R12, R9)
+	ROWPTR(6, R12, DI)
+	ROWPTR(7, R12, R12)
+	MOVQ rec+56(FP), BX
+	MOVQ nblk+48(FP), R11
+	XORQ CX, CX
+
+	// First pass: the blocks' records, sixteen blocks at a time, then one
+	// at a time. It reads every line of the eight rows into L1, so it
+	// prefetches the next eight.
+i8chunk:
+	CMPQ R11, $16
+	JLT  i8tail
+	I8D(AX, 0, Z0)
+	I8D(DX, 1, Z1)
+	I8D(R13, 2, Z2)
+	I8D(R14, 3, Z3)
+	I8D(R15, 4, Z4)
+	I8D(R9, 5, Z5)
+	I8D(DI, 6, Z6)
+	I8D(R12, 7, Z7)
+	// s (Z12) and 127/max|c| (Z13) per block
+	VPANDD       Z29, Z0, Z12
+	VPANDD       Z29, Z1, Z13
+	VMAXPS       Z13, Z12, Z12
+	VPANDD       Z29, Z2, Z13
+	VMAXPS       Z13, Z12, Z12
+	VPANDD       Z29, Z3, Z13
+	VMAXPS       Z13, Z12, Z12
+	VPANDD       Z29, Z4, Z13
+	VMAXPS       Z13, Z12, Z12
+	VPANDD       Z29, Z5, Z13
+	VMAXPS       Z13, Z12, Z12
+	VPANDD       Z29, Z6, Z13
+	VMAXPS       Z13, Z12, Z12
+	VPANDD       Z29, Z7, Z13
+	VMAXPS       Z13, Z12, Z12
+	VMAXPS       Z28, Z12, Z12
+	VDIVPS       Z12, Z27, Z13
+	VMULPS       Z26, Z12, Z12
+	VMULPS       Z13, Z0, Z0
+	VMULPS       Z13, Z1, Z1
+	VMULPS       Z13, Z2, Z2
+	VMULPS       Z13, Z3, Z3
+	VMULPS       Z13, Z4, Z4
+	VMULPS       Z13, Z5, Z5
+	VMULPS       Z13, Z6, Z6
+	VMULPS       Z13, Z7, Z7
+	VCVTPS2DQ    Z0, Z0
+	VCVTPS2DQ    Z1, Z1
+	VCVTPS2DQ    Z2, Z2
+	VCVTPS2DQ    Z3, Z3
+	VCVTPS2DQ    Z4, Z4
+	VCVTPS2DQ    Z5, Z5
+	VCVTPS2DQ    Z6, Z6
+	VCVTPS2DQ    Z7, Z7
+	// -8·Σq (Z14)
+	VPADDD       Z1, Z0, Z14
+	VPADDD       Z3, Z2, Z15
+	VPADDD       Z5, Z4, Z16
+	VPADDD       Z7, Z6, Z25
+	VPADDD       Z15, Z14, Z14
+	VPADDD       Z25, Z16, Z16
+	VPADDD       Z16, Z14, Z14
+	VPSLLD       $3, Z14, Z14
+	VPXORD       Z15, Z15, Z15
+	VPSUBD       Z14, Z15, Z14
+	// q as bytes: rows 0-3 in the lanes of Z0, rows 4-7 in those of Z4
+	VPMOVDB      Z0, X0
+	VPMOVDB      Z1, X1
+	VPMOVDB      Z2, X2
+	VPMOVDB      Z3, X3
+	VPMOVDB      Z4, X4
+	VPMOVDB      Z5, X5
+	VPMOVDB      Z6, X6
+	VPMOVDB      Z7, X7
+	VINSERTI32X4 $1, X1, Z0, Z0
+	VINSERTI32X4 $2, X2, Z0, Z0
+	VINSERTI32X4 $3, X3, Z0, Z0
+	VINSERTI32X4 $1, X5, Z4, Z4
+	VINSERTI32X4 $2, X6, Z4, Z4
+	VINSERTI32X4 $3, X7, Z4, Z4
+	VMOVDQA64    Z0, Z1
+	VPERMT2B     Z4, Z22, Z0
+	VPERMT2B     Z4, Z21, Z1
+	VMOVDQA64    Z12, Z2
+	VPERMT2D     Z14, Z20, Z2
+	VMOVDQA64    Z12, Z3
+	VPERMT2D     Z14, Z19, Z3
+	VMOVDQA64    Z0, Z5
+	VPERMT2Q     Z2, Z18, Z5
+	VPERMT2Q     Z2, Z17, Z0
+	VMOVDQA64    Z1, Z6
+	VPERMT2Q     Z3, Z18, Z6
+	VPERMT2Q     Z3, Z17, Z1
+	VMOVDQU64    Z5, (BX)
+	VMOVDQU64    Z0, 64(BX)
+	VMOVDQU64    Z6, 128(BX)
+	VMOVDQU64    Z1, 192(BX)
+	ADDQ         $288, CX
+	ADDQ         $256, BX
+	SUBQ         $16, R11
+	JMP          i8chunk
+
+i8tail:
+	VMOVUPS (R10), Y25
+
+i8rec:
+	TESTQ   R11, R11
+	JZ      i8sum
+	MOVWLZX (AX)(CX*1), SI
+	VMOVD   SI, X0
+	VPINSRW $1, (DX)(CX*1), X0, X0
+	VPINSRW $2, (R13)(CX*1), X0, X0
+	VPINSRW $3, (R14)(CX*1), X0, X0
+	VPINSRW $4, (R15)(CX*1), X0, X0
+	VPINSRW $5, (R9)(CX*1), X0, X0
+	VPINSRW $6, (DI)(CX*1), X0, X0
+	VPINSRW $7, (R12)(CX*1), X0, X0
+	VCVTPH2PS    X0, Y0
+	VMULPS       Y25, Y0, Y0
+	VPANDD       Y29, Y0, Y1
+	VEXTRACTF128 $1, Y1, X2
+	VMAXPS       X2, X1, X1
+	VPERMILPS    $0x4e, X1, X2
+	VMAXPS       X2, X1, X1
+	VPERMILPS    $0xb1, X1, X2
+	VMAXPS       X2, X1, X1
+	VMAXPS       X28, X1, X1
+	VDIVPS       X1, X27, X2
+	VMULPS       X26, X1, X1
+	VMOVSS       X1, 8(BX)
+	VBROADCASTSS X2, Y2
+	VMULPS       Y2, Y0, Y0
+	VCVTPS2DQ    Y0, Y0
+	VPMOVDB      Y0, X5
+	VMOVQ        X5, (BX)
+	VEXTRACTI128 $1, Y0, X3
+	VPADDD       X0, X3, X3
+	VPSHUFD      $0x4e, X3, X4
+	VPADDD       X4, X3, X3
+	VPSHUFD      $0xb1, X3, X4
+	VPADDD       X4, X3, X3
+	VPSLLD       $3, X3, X3
+	VPXORD       X4, X4, X4
+	VPSUBD       X3, X4, X3
+	VMOVD        X3, 12(BX)
+	// One prefetch per line of each row eight ahead (see axpyQ4v).
+	MOVQ         CX, SI
+	ANDQ         $63, SI
+	CMPQ         SI, $18
+	JAE          i8nopf
+	PFS(0)
+	PFS(8)
+	PFS(16)
+	PFS(24)
+	PFS(32)
+	PFS(40)
+	PFS(48)
+	PFS(56)
+
+i8nopf:
+	ADDQ $18, CX
+	ADDQ $16, BX
+	DECQ R11
+	JMP  i8rec
+
+	// Second pass: y += s·Σ q·(nibble-8), Z3/Z4 starting at -8·Σq.
+i8sum:
+	MOVQ y+0(FP), R10
+	MOVQ rec+56(FP), BX
+	MOVQ nblk+48(FP), R11
+	XORQ CX, CX
+
+i8blk:
+	TESTQ         R11, R11
+	JZ            i8next
+	VPBROADCASTD  12(BX), Z3
+	VMOVDQA64     Z3, Z4
+	I8ROWS(AX, DX, R13, R14, (BX))
+	I8ROWS(R15, R9, DI, R12, 4(BX))
+	VCVTDQ2PS     Z3, Z3
+	VCVTDQ2PS     Z4, Z4
+	VBROADCASTSS  8(BX), Z5
+	VFMADD213PS   (R10), Z5, Z3
+	VFMADD213PS   64(R10), Z5, Z4
+	VMOVUPS       Z3, (R10)
+	VMOVUPS       Z4, 64(R10)
+	MOVQ          CX, SI
+	ANDQ          $63, SI
+	CMPQ          SI, $18
+	JAE           i8sumnopf
+	PFS(0)
+	PFS(8)
+	PFS(16)
+	PFS(24)
+	PFS(32)
+	PFS(40)
+	PFS(48)
+	PFS(56)
+
+i8sumnopf:
+	ADDQ          $18, CX
+	ADDQ          $16, BX
+	ADDQ          $128, R10
+	DECQ          R11
+	JMP           i8blk
+
+i8next:
+	MOVQ 64(SP), R12
+	ADDQ $8, R12
+	JMP  i8loop
+
+i8done:
+	VZEROUPPER
+	RET

@@ -29,7 +29,10 @@ func gatherQ4v(out *float32, w *byte, stride int, rows *int32, n int, xs *byte, 
 func gatherQ4v4(out *float32, ldo int, w *byte, stride int, rows *int32, n int, xs *byte, xstride int, ngrp int) {
 	noAsm()
 }
-func axpyQ4v(y *float32, w *byte, stride int, rows *int32, n int, coef *float32, nblk int)  { noAsm() }
+func axpyQ4v(y *float32, w *byte, stride int, rows *int32, n int, coef *float32, nblk int) { noAsm() }
+func axpyQ4i8(y *float32, w *byte, stride int, rows *int32, n int, coef *float32, nblk int, rec *byte) {
+	noAsm()
+}
 func gatherQ8f(out *float32, w *byte, stride int, rows *int32, n int, x *float32, nblk int) { noAsm() }
 func axpyQ4x8(y *float32, ldy int, w *byte, stride int, rows *int32, n int, coef *float32, ldc int, nblk int) {
 	noAsm()

@@ -1,0 +1,137 @@
+package avx2
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// The AVX-512 q4_0 axpy quantizes, per eight rows and block, the products
+// coef·d to int8 with one scale (axpyQ4i8). These tests hold it to the
+// float64 reference within the error that rounding allows, and to a Go
+// model of the scheme within float32 rounding.
+
+// i8Group returns, for rows k..k+7 of ids and block b, the float32 products
+// c = coef·d and the scale s and int8 coefficients q the scheme derives.
+func i8Group(w []byte, rb int, ids []int32, coef []float32, k, b int) (s float32, q [8]int32, c [8]float32) {
+	var m float32
+	for r := range 8 {
+		d := float32(refHalf(le16(w[int(ids[k+r])*rb+18*b:])))
+		c[r] = coef[k+r] * d
+		m = max(m, float32(math.Abs(float64(c[r]))))
+	}
+	m = max(m, 1e-30)
+	inv := float32(127) / m
+	s = m * float32(1.0/127)
+	for r := range 8 {
+		q[r] = int32(math.RoundToEven(float64(c[r] * inv)))
+	}
+	return s, q, c
+}
+
+func nibble(blk []byte, j int) int32 {
+	if j < 16 {
+		return int32(blk[2+j] & 15)
+	}
+	return int32(blk[2+j-16] >> 4)
+}
+
+// i8Allowance is, per element of y, the most that rounding coef·d to s·q
+// can move the sum: Σ over the rows of |c - s·q|·|nib - 8|, taken from
+// the data (|c - s·q| is at most s/2, plus float32 slack).
+func i8Allowance(w []byte, cols int, ids []int32, coef []float32) []float64 {
+	rb := cols / 32 * 18
+	out := make([]float64, cols)
+	for k := 0; k+8 <= len(ids); k += 8 {
+		for b := range cols / 32 {
+			s, _, _ := i8Group(w, rb, ids, coef, k, b)
+			for r := range 8 {
+				blk := w[int(ids[k+r])*rb+18*b:]
+				for j := range 32 {
+					out[32*b+j] += (0.5*float64(s) + 1e-6*math.Abs(float64(s))) * math.Abs(float64(nibble(blk, j)-8))
+				}
+			}
+		}
+	}
+	return out
+}
+
+// modelAxpyQ4i8 computes what AxpyQ4_0 computes on the AVX-512 path, in
+// plain Go: integer sums per eight rows, the rows left over one by one in
+// float32.
+func modelAxpyQ4i8(y []float32, w []byte, cols int, ids []int32, coef []float32) (mag []float64) {
+	rb := cols / 32 * 18
+	mag = make([]float64, cols)
+	for j := range y {
+		mag[j] = math.Abs(float64(y[j]))
+	}
+	n8 := len(ids) &^ 7
+	for k := 0; k < n8; k += 8 {
+		for b := range cols / 32 {
+			s, q, _ := i8Group(w, rb, ids, coef, k, b)
+			for j := range 32 {
+				var acc int32
+				for r := range 8 {
+					acc += q[r] * (nibble(w[int(ids[k+r])*rb+18*b:], j) - 8)
+				}
+				p := float64(acc) * float64(s)
+				y[32*b+j] = float32(float64(y[32*b+j]) + p)
+				mag[32*b+j] += math.Abs(p)
+			}
+		}
+	}
+	for k := n8; k < len(ids); k++ {
+		for b := range cols / 32 {
+			blk := w[int(ids[k])*rb+18*b:]
+			s := coef[k] * float32(refHalf(le16(blk)))
+			for j := range 32 {
+				p := float64(s) * float64(nibble(blk, j)-8)
+				y[32*b+j] = float32(float64(y[32*b+j]) + p)
+				mag[32*b+j] += math.Abs(p)
+			}
+		}
+	}
+	return mag
+}
+
+func TestAxpyQ4i8Model(t *testing.T) {
+	if !has512Init {
+		t.Skip("the int8 axpy needs AVX-512 VNNI and VBMI; the other paths are held to the reference by TestAxpy")
+	}
+	r := rand.New(rand.NewPCG(8, 8))
+	const nrows = 61
+	for _, cols := range []int{32, 64, 4096, 4128} {
+		w := randMatrix(r, kQ4, nrows, cols, 1)
+		for _, n := range []int{8, 16, 21, 40, 61} {
+			ids := make([]int32, n)
+			for i := range ids {
+				ids[i] = int32(r.IntN(nrows))
+			}
+			coef := randVec(r, n)
+			// A group of zeros (its scale falls back to the tiny one) and a
+			// group with one large coefficient beside small ones.
+			for i := 0; i < min(n, 8); i++ {
+				coef[i] = 0
+			}
+			if n >= 16 {
+				coef[9] = 300
+			}
+			t.Run(fmt.Sprintf("cols%d/n%d", cols, n), func(t *testing.T) {
+				y0 := randVec(r, cols)
+				want := append([]float32(nil), y0...)
+				mag := modelAxpyQ4i8(want, w, cols, ids, coef)
+				got := append([]float32(nil), y0...)
+				onPath("avx512", func() { AxpyQ4_0(got, w, cols, ids, coef) })
+				for j := range got {
+					// The model adds in float64 and rounds once per group;
+					// the kernel rounds in the same places up to a few ulps.
+					tol := 4e-7*mag[j] + 1e-30
+					if !(math.Abs(float64(got[j])-float64(want[j])) <= tol) {
+						t.Fatalf("y[%d]: got %g, want %g (tol %g)", j, got[j], want[j], tol)
+					}
+				}
+			})
+		}
+	}
+}
