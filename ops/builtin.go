@@ -148,17 +148,26 @@ func init() {
 			}})
 	}
 
-	for name, f := range map[string]func(a, b float32) float32{
-		"add": func(a, b float32) float32 { return a + b },
-		"mul": func(a, b float32) float32 { return a * b },
+	// One loop per op rather than a function call per element: a decode
+	// step's residual adds took 14 us each.
+	for name, f := range map[string]func(out, a, b []float32){
+		"add": func(out, a, b []float32) {
+			a, b = a[:len(out)], b[:len(out)]
+			for i := range out {
+				out[i] = a[i] + b[i]
+			}
+		},
+		"mul": func(out, a, b []float32) {
+			a, b = a[:len(out)], b[:len(out)]
+			for i := range out {
+				out[i] = a[i] * b[i]
+			}
+		},
 	} {
 		Register(&Op{Name: name, Doc: "element-wise " + name + " of two equally wide inputs", Inputs: 2,
 			Shape: sameWidth,
 			Run: func(c *Ctx) error {
-				a, b := c.In[0].Data, c.In[1].Data
-				for i := range c.Out.Data {
-					c.Out.Data[i] = f(a[i], b[i])
-				}
+				f(c.Out.Data, c.In[0].Data, c.In[1].Data)
 				return nil
 			}})
 	}

@@ -117,11 +117,15 @@ func GELU(x []float32) {
 	}
 }
 
-// Dot is a plain f32 dot product of equal-length vectors.
+// Dot is the f32 dot product of equal-length vectors: four running sums in
+// plain Go, the vector kernel's sixteen when Fast.
 func Dot(a, b []float32) float32 {
+	b = b[:len(a)]
+	if Fast {
+		return avx2.Dot(a, b)
+	}
 	var s0, s1, s2, s3 float32
 	n := len(a)
-	b = b[:n]
 	i := 0
 	for ; i+4 <= n; i += 4 {
 		s0 += a[i] * b[i]
@@ -135,18 +139,15 @@ func Dot(a, b []float32) float32 {
 	return (s0 + s1) + (s2 + s3)
 }
 
-// Axpy adds a*x to y. With a = 1 (partial sums, biases) the vector kernel
-// runs: y + 1·x is y + x exactly, fused or not. Other a keep the plain
-// loop, whose separate multiply and add are the numerics callers expect.
+// Axpy adds a*x to y: on the vector kernel when Fast (fused multiply-adds)
+// or a is 1 (partial sums, biases: y + x exactly, fused or not).
 func Axpy(y []float32, a float32, x []float32) {
 	x = x[:len(y)]
-	if a == 1 {
-		avx2.AxpyF32(y, unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(x))), 4*len(x)), len(y), nil, one)
+	if Fast || a == 1 {
+		avx2.AxpyF32(y, unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(x))), 4*len(x)), len(y), nil, []float32{a})
 		return
 	}
 	for i := range y {
 		y[i] += a * x[i]
 	}
 }
-
-var one = []float32{1}
