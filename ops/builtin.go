@@ -2,6 +2,7 @@ package ops
 
 import (
 	"fmt"
+	"github.com/pinfer/pinfer/ops/avx2"
 	"math"
 	"sync"
 )
@@ -262,16 +263,29 @@ func (j *attnJob) Run(lo, hi int) {
 			*buf = make([]float32, p+1-first)
 		}
 		s := (*buf)[:p+1-first]
+		out := c.Out.Row(t)[h*vd : (h+1)*vd]
+		ks, vs := kv.k[first*k.Cols+kvh*hd:], kv.v[first*v.Cols+kvh*vd:]
+		if !Fast {
+			for i := range s {
+				s[i] = Dot(qh, ks[i*k.Cols:][:hd])
+			}
+		} else {
+			// The head's keys and values as strided matrices, so that the
+			// kernels prefetch the positions ahead: one call per position
+			// left a 7B decode at 512 positions waiting on memory.
+			avx2.GatherF32Strided(s, ks, k.Cols, hd, qh)
+		}
 		for i := range s {
-			at := (first+i)*k.Cols + kvh*hd
-			s[i] = Dot(qh, kv.k[at:at+hd]) * j.scale
+			s[i] *= j.scale
 		}
 		Softmax(s)
-		out := c.Out.Row(t)[h*vd : (h+1)*vd]
 		clear(out)
-		for i, w := range s {
-			at := (first+i)*v.Cols + kvh*vd
-			Axpy(out, w, kv.v[at:at+vd])
+		if !Fast {
+			for i, w := range s {
+				Axpy(out, w, vs[i*v.Cols:][:vd])
+			}
+		} else {
+			avx2.AxpyF32Strided(out, vs, v.Cols, s)
 		}
 	}
 }

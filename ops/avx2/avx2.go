@@ -42,34 +42,79 @@ func GatherF16(out []float32, w []byte, cols int, rows []int32, x []float32) {
 	gatherPlain("GatherF16", 2, out, w, cols, rows, x)
 }
 
-// gatherPlain is GatherF32 and GatherF16 (by elem, the bytes per element):
-// the assembly takes whole groups of 8 columns, Go the rest.
+// gatherPlain is GatherF32 and GatherF16 (by elem, the bytes per element).
 func gatherPlain(name string, elem int, out []float32, w []byte, cols int, rows []int32, x []float32) {
 	ids := checkGather(name, out, w, cols, cols*elem, rows, len(x), cols)
 	if ids == nil {
 		return
 	}
+	gatherRows(elem, out, w, cols, cols*elem, ids, x)
+}
+
+// gatherRows runs the gather over rows stride bytes apart: the assembly
+// takes whole groups of 8 columns, Go the rest.
+func gatherRows(elem int, out []float32, w []byte, cols, stride int, ids []int32, x []float32) {
 	body := cols &^ 7
 	switch {
 	case !Available:
 		body = 0
 		clear(out)
 	case elem == 4:
-		gatherF32(&out[0], unsafe.SliceData(w), cols*4, &ids[0], len(out), unsafe.SliceData(x), body)
+		gatherF32(&out[0], unsafe.SliceData(w), stride, &ids[0], len(out), unsafe.SliceData(x), body)
 	default:
-		gatherF16(&out[0], unsafe.SliceData(w), cols*2, &ids[0], len(out), unsafe.SliceData(x), body)
+		gatherF16(&out[0], unsafe.SliceData(w), stride, &ids[0], len(out), unsafe.SliceData(x), body)
 	}
 	if body == cols {
 		return
 	}
 	for k, r := range ids {
-		tail := w[int(r)*cols*elem:][body*elem : cols*elem]
+		tail := w[int(r)*stride:][body*elem : cols*elem]
 		if elem == 4 {
 			out[k] += dotF32(tail, x[body:])
 		} else {
 			out[k] += dotF16(tail, x[body:])
 		}
 	}
+}
+
+// GatherF32Strided sets out[k] = w[k*stride:][:cols] · x for k <
+// len(out): rows of a strided view (stride >= cols elements), such as one
+// attention head's slice of every cached key.
+func GatherF32Strided(out, w []float32, stride, cols int, x []float32) {
+	checkStrided("GatherF32Strided", len(w), stride, cols, len(out))
+	if len(x) != cols {
+		panic(fmt.Sprintf("avx2.GatherF32Strided: x has length %d, want cols=%d", len(x), cols))
+	}
+	if cols == 0 {
+		clear(out)
+		return
+	}
+	if len(out) > 0 {
+		gatherRows(4, out, f32Bytes(w), cols, stride*4, Iota(len(out)), x)
+	}
+}
+
+// AxpyF32Strided adds Σ_k coef[k]·w[k*stride:][:len(y)] to y, over the
+// same kind of view.
+func AxpyF32Strided(y, w []float32, stride int, coef []float32) {
+	checkStrided("AxpyF32Strided", len(w), stride, len(y), len(coef))
+	if len(y) > 0 && len(coef) > 0 {
+		axpyRows(4, y, f32Bytes(w), len(y), stride*4, Iota(len(coef)), coef)
+	}
+}
+
+// checkStrided checks that w holds n rows of cols elements, stride apart.
+func checkStrided(fn string, wlen, stride, cols, n int) {
+	if cols < 0 || stride < cols {
+		panic(fmt.Sprintf("avx2.%s: cols=%d, stride=%d: want 0 <= cols <= stride", fn, cols, stride))
+	}
+	if n > 0 && (n-1)*stride+cols > wlen {
+		panic(fmt.Sprintf("avx2.%s: %d rows of %d, %d apart, need %d values, w has %d", fn, n, cols, stride, (n-1)*stride+cols, wlen))
+	}
+}
+
+func f32Bytes(w []float32) []byte {
+	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(w))), 4*len(w))
 }
 
 // GatherQ8_0 sets out[k] = row(rows[k]) · x for q8_0 rows, with x given
@@ -137,20 +182,25 @@ func axpyPlain(name string, elem int, y []float32, w []byte, cols int, rows []in
 	if ids == nil {
 		return
 	}
+	axpyRows(elem, y, w, cols, cols*elem, ids, coef)
+}
+
+// axpyRows is gatherRows' axpy.
+func axpyRows(elem int, y []float32, w []byte, cols, stride int, ids []int32, coef []float32) {
 	body := cols &^ 7
 	switch {
 	case !Available:
 		body = 0
 	case elem == 4:
-		axpyF32(&y[0], unsafe.SliceData(w), cols*4, &ids[0], len(ids), &coef[0], body)
+		axpyF32(&y[0], unsafe.SliceData(w), stride, &ids[0], len(ids), &coef[0], body)
 	default:
-		axpyF16(&y[0], unsafe.SliceData(w), cols*2, &ids[0], len(ids), &coef[0], body)
+		axpyF16(&y[0], unsafe.SliceData(w), stride, &ids[0], len(ids), &coef[0], body)
 	}
 	if body == cols {
 		return
 	}
 	for k, r := range ids {
-		tail := w[int(r)*cols*elem:][body*elem : cols*elem]
+		tail := w[int(r)*stride:][body*elem : cols*elem]
 		if elem == 4 {
 			axpyRowF32(y[body:], tail, coef[k])
 		} else {
