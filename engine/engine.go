@@ -21,6 +21,9 @@ type Model struct {
 	Prog     *graph.Program
 	Tok      *tokenizer.Tokenizer
 	LoadTime time.Duration
+	// KVType is the element type of the attention caches of the sessions
+	// NewSession makes: ops.F32 (the zero value) or ops.F16.
+	KVType ops.DType
 }
 
 // Load opens a GGUF file and binds it to graphPath, or, when that is empty,
@@ -93,9 +96,28 @@ func (m *Model) ContextLength() int {
 	return int(v)
 }
 
-// NewSession starts a sequence of at most nctx positions on threads workers.
+// NewSession starts a sequence of at most nctx positions on threads workers,
+// its KV cache of m.KVType.
 func (m *Model) NewSession(nctx int, pool *ops.Pool) *graph.Session {
-	return m.Prog.NewSession(nctx, pool)
+	s := m.Prog.NewSession(nctx, pool)
+	if m.KVType != ops.F32 {
+		// Only F16 passes ParseKVType; a new session has not started.
+		if err := s.SetKVType(m.KVType); err != nil {
+			panic(err)
+		}
+	}
+	return s
+}
+
+// ParseKVType reads a KV cache type as the CLI's --kv-type gives it.
+func ParseKVType(s string) (ops.DType, error) {
+	switch s {
+	case "f32":
+		return ops.F32, nil
+	case "f16":
+		return ops.F16, nil
+	}
+	return 0, fmt.Errorf("--kv-type %q: want f32 or f16", s)
 }
 
 // Encode tokenizes a prompt the way llama.cpp does: BOS first when the

@@ -2,10 +2,12 @@ package engine
 
 import (
 	"encoding/json"
+	"math"
 	"os"
 	"testing"
 
 	"github.com/pinfer/pinfer/internal/fixtures"
+	"github.com/pinfer/pinfer/ops"
 	"github.com/pinfer/pinfer/sample"
 	"github.com/stretchr/testify/require"
 )
@@ -57,4 +59,38 @@ func TestStories260KGreedy(t *testing.T) {
 		}
 		tok = st.NextToken
 	}
+}
+
+// With the KV cache in f16, each step's top-5 logits, fed the reference's
+// tokens, stay within what rounding keys and values to f16 moves them.
+func TestStories260KCacheF16(t *testing.T) {
+	m, err := Load(fixtures.Path(t, "stories260K", "stories260K.gguf"), "")
+	require.NoError(t, err)
+	defer m.Close()
+	m.KVType = ops.F16
+	var trace struct {
+		Runs []struct {
+			Positions []struct {
+				InputToken int          `json:"input_token"`
+				Top5       [][2]float64 `json:"top5"`
+			} `json:"positions"`
+		} `json:"runs"`
+	}
+	b, err := os.ReadFile(fixtures.Path(t, "stories260K", "greedy_trace.json"))
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(b, &trace))
+	sess := m.NewSession(512, nil)
+	var worst float64
+	for i, st := range trace.Runs[0].Positions[:200] {
+		logits, err := sess.Forward([]int{st.InputToken}, false)
+		require.NoError(t, err)
+		for k, ref := range st.Top5 {
+			d := math.Abs(ref[1] - float64(logits.Data[int(ref[0])]))
+			worst = max(worst, d)
+			require.Less(t, d, 0.02, "step %d rank %d", i, k)
+		}
+	}
+	t.Logf("largest top-5 logit difference from llama.cpp's: %.4f", worst)
+	require.Error(t, sess.SetKVType(ops.F32), "the caches exist")
+	require.Error(t, m.Prog.NewSession(8, nil).SetKVType(ops.Q4_0))
 }

@@ -12,11 +12,13 @@ import (
 // between calls (the KV cache). Forward runs a whole prompt (prefill) or one
 // token at a time (decode); a Runner can run several sessions in one batch.
 type Session struct {
-	p      *Program
-	nctx   int
-	pos    int
-	state  []any
-	runner *Runner // for Forward on this session alone
+	p       *Program
+	nctx    int
+	pos     int
+	state   []any
+	kv      ops.DType
+	started bool    // a Forward ran: the caches exist
+	runner  *Runner // for Forward on this session alone
 }
 
 // NewSession starts an empty sequence of at most nctx positions.
@@ -29,6 +31,20 @@ func (s *Session) Pos() int { return s.pos }
 
 // NCtx is the session's context length.
 func (s *Session) NCtx() int { return s.nctx }
+
+// SetKVType sets the element type of the attention caches: F32 (the
+// default) or F16, as llama.cpp keeps them: half the memory, and half the
+// reads of a long context's decode. It must come before the first Forward.
+func (s *Session) SetKVType(t ops.DType) error {
+	if t != ops.F32 && t != ops.F16 {
+		return fmt.Errorf("KV cache type %v: want f32 or f16", t)
+	}
+	if s.started {
+		return fmt.Errorf("KV cache type: set it before the session's first Forward")
+	}
+	s.kv = t
+	return nil
+}
 
 // Reset empties the sequence; the caches are kept and overwritten.
 func (s *Session) Reset() { s.pos = 0 }
@@ -161,7 +177,7 @@ func (r *Runner) Forward(seqs []*Session, tokens [][]int, all bool) (*ops.Tensor
 			return nil, fmt.Errorf("context is full: %d positions used, %d more asked, context size %d", s.pos, T, s.nctx)
 		}
 		for i, t := range tokens[k] {
-			f.rows = append(f.rows, ops.Row{Pos: s.pos + i, NCtx: s.nctx})
+			f.rows = append(f.rows, ops.Row{Pos: s.pos + i, NCtx: s.nctx, KV: s.kv})
 			f.seq = append(f.seq, s)
 			f.ids.Data = append(f.ids.Data, float32(t))
 			f.pos.Data = append(f.pos.Data, float32(s.pos+i))
@@ -213,6 +229,7 @@ func (r *Runner) Forward(seqs []*Session, tokens [][]int, all bool) (*ops.Tensor
 	}
 	for k, s := range seqs {
 		s.pos += len(tokens[k])
+		s.started = true
 	}
 	out := &f.out[r.p.Output]
 	if outRows != nil && !pl.trimmed[r.p.Output] {

@@ -193,8 +193,11 @@ func attentionShape(s *ShapeArgs) (int, error) {
 }
 
 // kvCache keeps every position's k and v rows of one attention node and
-// one sequence.
-type kvCache struct{ k, v []float32 }
+// one sequence: in k and v, or in f16 in k16 and v16.
+type kvCache struct {
+	k, v     []float32
+	k16, v16 []uint16
+}
 
 // attnJob is one attention call's work over (row, head) pairs, recycled so
 // that a decode step allocates nothing here.
@@ -228,12 +231,21 @@ func attention(c *Ctx) error {
 			return fmt.Errorf("context is full: position %d, context %d", r.Pos, r.NCtx)
 		}
 		kv, _ := (*r.State).(*kvCache)
-		if kv == nil {
+		switch {
+		case kv != nil:
+		case r.KV == F16:
+			kv = &kvCache{k16: make([]uint16, r.NCtx*k.Cols), v16: make([]uint16, r.NCtx*v.Cols)}
+		default:
 			kv = &kvCache{k: make([]float32, r.NCtx*k.Cols), v: make([]float32, r.NCtx*v.Cols)}
-			*r.State = kv
 		}
-		copy(kv.k[r.Pos*k.Cols:], k.Row(t))
-		copy(kv.v[r.Pos*v.Cols:], v.Row(t))
+		*r.State = kv
+		if kv.k16 != nil {
+			EncodeF16(kv.k16[r.Pos*k.Cols:][:k.Cols], k.Row(t))
+			EncodeF16(kv.v16[r.Pos*v.Cols:][:v.Cols], v.Row(t))
+		} else {
+			copy(kv.k[r.Pos*k.Cols:], k.Row(t))
+			copy(kv.v[r.Pos*v.Cols:], v.Row(t))
+		}
 		j.caches = append(j.caches, kv)
 	}
 	j.scale = float32(c.A.Float("scale"))
@@ -259,33 +271,40 @@ func (j *attnJob) Run(lo, hi int) {
 		}
 		qh := q.Row(t)[h*hd : (h+1)*hd]
 		kvh := h / j.group
-		if cap(*buf) < p+1-first {
-			*buf = make([]float32, p+1-first)
+		n := p + 1 - first
+		if cap(*buf) < n+max(hd, vd) {
+			*buf = make([]float32, n+max(hd, vd))
 		}
-		s := (*buf)[:p+1-first]
+		s, row := (*buf)[:n], (*buf)[n:]
 		out := c.Out.Row(t)[h*vd : (h+1)*vd]
-		ks, vs := kv.k[first*k.Cols+kvh*hd:], kv.v[first*v.Cols+kvh*vd:]
-		if !Fast {
+		kat, vat := first*k.Cols+kvh*hd, first*v.Cols+kvh*vd
+		// The head's keys and values are strided matrices: the kernels
+		// prefetch the positions ahead (one call per position left a 7B
+		// decode at 512 positions waiting on memory).
+		switch {
+		case !Fast:
 			for i := range s {
-				s[i] = Dot(qh, ks[i*k.Cols:][:hd])
+				s[i] = Dot(qh, kv.keyRow(row[:hd], kat+i*k.Cols))
 			}
-		} else {
-			// The head's keys and values as strided matrices, so that the
-			// kernels prefetch the positions ahead: one call per position
-			// left a 7B decode at 512 positions waiting on memory.
-			avx2.GatherF32Strided(s, ks, k.Cols, hd, qh)
+		case kv.k16 != nil:
+			avx2.GatherF16Strided(s, kv.k16[kat:], k.Cols, hd, qh)
+		default:
+			avx2.GatherF32Strided(s, kv.k[kat:], k.Cols, hd, qh)
 		}
 		for i := range s {
 			s[i] *= j.scale
 		}
 		Softmax(s)
 		clear(out)
-		if !Fast {
+		switch {
+		case !Fast:
 			for i, w := range s {
-				Axpy(out, w, vs[i*v.Cols:][:vd])
+				Axpy(out, w, kv.valueRow(row[:vd], vat+i*v.Cols))
 			}
-		} else {
-			avx2.AxpyF32Strided(out, vs, v.Cols, s)
+		case kv.v16 != nil:
+			avx2.AxpyF16Strided(out, kv.v16[vat:], v.Cols, s)
+		default:
+			avx2.AxpyF32Strided(out, kv.v[vat:], v.Cols, s)
 		}
 	}
 }
@@ -297,4 +316,22 @@ func gatherRows(t *Tensor, rows []int) []float32 {
 		out = append(out, t.Row(r)...)
 	}
 	return out
+}
+
+// keyRow returns the len(buf) keys at at, decoded into buf if f16.
+func (kv *kvCache) keyRow(buf []float32, at int) []float32 {
+	if kv.k16 == nil {
+		return kv.k[at:][:len(buf)]
+	}
+	DecodeF16(buf, kv.k16[at:])
+	return buf
+}
+
+// valueRow is keyRow for the values.
+func (kv *kvCache) valueRow(buf []float32, at int) []float32 {
+	if kv.v16 == nil {
+		return kv.v[at:][:len(buf)]
+	}
+	DecodeF16(buf, kv.v16[at:])
+	return buf
 }

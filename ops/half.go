@@ -3,6 +3,7 @@ package ops
 import (
 	"math"
 
+	"github.com/pinfer/pinfer/ops/avx2"
 	"github.com/pinfer/pinfer/ops/half"
 )
 
@@ -22,6 +23,25 @@ func F16ToF32(h uint16) float32 { return f16Table[h] }
 // F32ToF16 converts to IEEE 754 binary16 rounding to nearest, ties to even;
 // overflow gives ±inf, NaN keeps its top payload bits and stays NaN.
 func F32ToF16(f float32) uint16 { return half.Encode(f) }
+
+// EncodeF16 converts src to binary16 in dst (len(dst) >= len(src)), as
+// F32ToF16 does, on the vector instruction when Fast.
+func EncodeF16(dst []uint16, src []float32) {
+	if Fast {
+		avx2.EncodeF16(dst, src)
+		return
+	}
+	for i, v := range src {
+		dst[i] = F32ToF16(v)
+	}
+}
+
+// DecodeF16 converts the first len(dst) values of src to float32.
+func DecodeF16(dst []float32, src []uint16) {
+	for i := range dst {
+		dst[i] = F16ToF32(src[i])
+	}
+}
 
 // BF16ToF32 converts a bfloat16 value to float32 (exactly).
 func BF16ToF32(h uint16) float32 { return math.Float32frombits(uint32(h) << 16) }

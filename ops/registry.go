@@ -88,9 +88,10 @@ type Ctx struct {
 
 // Row is one input row's place in its sequence.
 type Row struct {
-	Pos   int  // position in the sequence
-	NCtx  int  // the sequence's context length
-	State *any // kept across calls for this node and sequence (the KV cache)
+	Pos   int   // position in the sequence
+	NCtx  int   // the sequence's context length
+	KV    DType // the element type of its KV cache: F32 or F16
+	State *any  // kept across calls for this node and sequence (the KV cache)
 }
 
 // Op is one registered operator: its signature, shape rule and kernel.

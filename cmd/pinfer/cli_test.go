@@ -174,6 +174,7 @@ func TestBadInput(t *testing.T) {
 		{"missing file", []string{"run", "-m", filepath.Join(dir, "nope.gguf")}, []string{"nope.gguf"}},
 		{"unknown op", []string{"run", "-m", fixtures.Path(t, "stories260K", "stories260K.gguf"), "-g", badOp}, []string{"badop.toml", "block.nodes[12]", `"silly"`}},
 		{"unsupported architecture", []string{"convert", gpt2, "-o", filepath.Join(dir, "x.gguf")}, []string{"config.json", "gpt2"}},
+		{"bad KV cache type", []string{"run", "-m", fixtures.Path(t, "stories260K", "stories260K.gguf"), "--kv-type", "q4_0"}, []string{"--kv-type", "q4_0"}},
 		{"bad convert type", []string{"convert", gpt2, "-o", filepath.Join(dir, "x.gguf"), "--type", "q3"}, []string{"--type", "q3"}},
 		{"short perplexity text", []string{"perplexity", "-m", fixtures.Path(t, "stories260K", "stories260K.gguf"), "-f", short, "-c", "64"}, []string{"short.txt", "at least 128"}},
 	}

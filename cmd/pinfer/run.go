@@ -23,6 +23,7 @@ type modelFlags struct {
 	threads      int
 	predictor    string
 	stats        string
+	kvType       string
 }
 
 func (f *modelFlags) add(c *cobra.Command) {
@@ -31,12 +32,16 @@ func (f *modelFlags) add(c *cobra.Command) {
 	c.Flags().IntVarP(&f.threads, "threads", "t", runtime.NumCPU(), "CPU threads")
 	c.Flags().StringVar(&f.predictor, "predictor", "", "sparse FFN predictor: dense, oracle, mlp, static, or a plugin's .go file (default: mlp if the file has one, else dense)")
 	c.Flags().StringVar(&f.stats, "stats", "", "activation statistics from 'pinfer profile' (for static and plugins)")
+	c.Flags().StringVar(&f.kvType, "kv-type", "f32", "element type of the attention KV cache: f32, or f16 as llama.cpp keeps it (half the memory and half the reads of a long context)")
 }
 
 func (f *modelFlags) load() (*engine.Model, error) {
+	kv, err := engine.ParseKVType(f.kvType)
+	if err != nil {
+		return nil, err
+	}
 	path := f.model
 	if path == "" {
-		var err error
 		if path, err = models.DefaultModelPath(); err != nil {
 			return nil, err
 		}
@@ -45,6 +50,7 @@ func (f *modelFlags) load() (*engine.Model, error) {
 	if err != nil {
 		return nil, err
 	}
+	m.KVType = kv
 	if f.stats != "" {
 		if err := m.AttachStats(f.stats); err != nil {
 			m.Close()

@@ -20,6 +20,8 @@ import (
 	"fmt"
 	"sync"
 	"unsafe"
+
+	"github.com/pinfer/pinfer/ops/half"
 )
 
 // Available reports whether the assembly kernels run: amd64 with AVX2, FMA3
@@ -100,6 +102,51 @@ func AxpyF32Strided(y, w []float32, stride int, coef []float32) {
 	checkStrided("AxpyF32Strided", len(w), stride, len(y), len(coef))
 	if len(y) > 0 && len(coef) > 0 {
 		axpyRows(4, y, f32Bytes(w), len(y), stride*4, Iota(len(coef)), coef)
+	}
+}
+
+// GatherF16Strided is GatherF32Strided over f16 values.
+func GatherF16Strided(out []float32, w []uint16, stride, cols int, x []float32) {
+	checkStrided("GatherF16Strided", len(w), stride, cols, len(out))
+	if len(x) != cols {
+		panic(fmt.Sprintf("avx2.GatherF16Strided: x has length %d, want cols=%d", len(x), cols))
+	}
+	if cols == 0 {
+		clear(out)
+		return
+	}
+	if len(out) > 0 {
+		gatherRows(2, out, f16Bytes(w), cols, stride*2, Iota(len(out)), x)
+	}
+}
+
+// AxpyF16Strided is AxpyF32Strided over f16 values.
+func AxpyF16Strided(y []float32, w []uint16, stride int, coef []float32) {
+	checkStrided("AxpyF16Strided", len(w), stride, len(y), len(coef))
+	if len(y) > 0 && len(coef) > 0 {
+		axpyRows(2, y, f16Bytes(w), len(y), stride*2, Iota(len(coef)), coef)
+	}
+}
+
+func f16Bytes(w []uint16) []byte {
+	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(w))), 2*len(w))
+}
+
+// EncodeF16 writes src in IEEE binary16 to dst (len(dst) >= len(src)),
+// rounding to nearest even, as half.Encode does.
+func EncodeF16(dst []uint16, src []float32) {
+	if len(dst) < len(src) {
+		panic(fmt.Sprintf("avx2.EncodeF16: dst has %d values, src %d", len(dst), len(src)))
+	}
+	body := len(src) &^ 7
+	if !Available {
+		body = 0
+	}
+	if body > 0 {
+		f32ToF16(&dst[0], &src[0], body)
+	}
+	for i := body; i < len(src); i++ {
+		dst[i] = half.Encode(src[i])
 	}
 }
 

@@ -40,6 +40,9 @@ func gatherQ8v(out *float32, w *byte, stride int, rows *int32, n int, xs *byte, 
 // In kernels_q8f_amd64.s.
 
 //go:noescape
+func f32ToF16(dst *uint16, src *float32, n int)
+
+//go:noescape
 func gatherQ8f2(out *float32, w *byte, stride int, rows *int32, n int, x *float32, nblk int)
 
 //go:noescape

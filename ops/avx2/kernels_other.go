@@ -22,6 +22,8 @@ func axpyQ4_0(y *float32, w *byte, stride int, rows *int32, n int, coef *float32
 
 func has512() bool { return false }
 
+func f32ToF16(dst *uint16, src *float32, n int) { noAsm() }
+
 func prepQ4x(xs *byte, xq *byte, nblk int) { noAsm() }
 func gatherQ4v(out *float32, w *byte, stride int, rows *int32, n int, xs *byte, ngrp int, m1, m2 uint64) {
 	noAsm()

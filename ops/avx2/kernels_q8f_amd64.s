@@ -110,3 +110,24 @@ f1store:
 fdone:
 	VZEROUPPER
 	RET
+
+// func f32ToF16(dst *uint16, src *float32, n int)
+// F16C's conversion, rounding to nearest even; n a multiple of 8.
+TEXT ·f32ToF16(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+
+h16loop:
+	CMPQ      CX, $8
+	JLT       h16done
+	VMOVUPS   (SI), Y0
+	VCVTPS2PH $0, Y0, (DI)
+	ADDQ      $32, SI
+	ADDQ      $16, DI
+	SUBQ      $8, CX
+	JMP       h16loop
+
+h16done:
+	VZEROUPPER
+	RET

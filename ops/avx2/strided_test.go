@@ -17,7 +17,10 @@ func TestStrided(t *testing.T) {
 		for _, extra := range []int{0, 5, 4096} {
 			for _, n := range []int{0, 1, 9, 40} {
 				t.Run(fmt.Sprintf("cols%d/stride%d/n%d", cols, cols+extra, n), func(t *testing.T) {
-					forPaths(t, func(t *testing.T) { checkStridedRef(t, r, cols, cols+extra, n) })
+					forPaths(t, func(t *testing.T) {
+						checkStridedRef(t, r, cols, cols+extra, n, false)
+						checkStridedRef(t, r, cols, cols+extra, n, true)
+					})
 				})
 			}
 		}
@@ -25,46 +28,123 @@ func TestStrided(t *testing.T) {
 }
 
 func FuzzStrided(f *testing.F) {
-	f.Add(uint16(131), uint16(5), uint8(9), uint64(1))
-	f.Fuzz(func(t *testing.T, cols, extra uint16, n uint8, seed uint64) {
+	f.Add(uint16(131), uint16(5), uint8(9), uint64(1), false)
+	f.Fuzz(func(t *testing.T, cols, extra uint16, n uint8, seed uint64, f16 bool) {
 		cols, extra = cols%600, extra%600
 		for _, p := range paths() {
-			onPath(p, func() { checkStridedRef(t, rand.New(rand.NewPCG(seed, 1)), int(cols), int(cols+extra), int(n)) })
+			onPath(p, func() { checkStridedRef(t, rand.New(rand.NewPCG(seed, 1)), int(cols), int(cols+extra), int(n), f16) })
 		}
 	})
 }
 
-// checkStridedRef runs both strided kernels on random data and holds them
-// to float64 sums.
-func checkStridedRef(t *testing.T, r *rand.Rand, cols, stride, n int) {
+// checkStridedRef runs both strided kernels, over f32 or f16 values, on
+// random data and holds them to float64 sums.
+func checkStridedRef(t *testing.T, r *rand.Rand, cols, stride, n int, f16 bool) {
 	t.Helper()
-	w := randVec(r, max(0, (n-1)*stride+cols))
+	size := max(0, (n-1)*stride+cols)
+	w, w16 := randVec(r, size), make([]uint16, size)
+	at := func(i int) float64 { return float64(w[i]) }
+	if f16 {
+		for i := range w16 {
+			w16[i] = randHalf(r)
+		}
+		at = func(i int) float64 { return refHalf(w16[i]) }
+	}
 	x, coef, y0 := randVec(r, cols), randVec(r, n), randVec(r, cols)
 	out := make([]float32, n)
 	for i := range out {
 		out[i] = float32(math.NaN()) // must be overwritten
 	}
-	GatherF32Strided(out, w, stride, cols, x)
+	if f16 {
+		GatherF16Strided(out, w16, stride, cols, x)
+	} else {
+		GatherF32Strided(out, w, stride, cols, x)
+	}
 	for k := range n {
 		var s, mag float64
 		for j := range cols {
-			p := float64(w[k*stride+j]) * float64(x[j])
+			p := at(k*stride+j) * float64(x[j])
 			s, mag = s+p, mag+math.Abs(p)
 		}
 		if !(math.Abs(float64(out[k])-s) <= 1e-5*mag+1e-30) {
-			t.Fatalf("gather row %d: got %g, want %g", k, out[k], s)
+			t.Fatalf("f16=%v gather row %d: got %g, want %g", f16, k, out[k], s)
 		}
 	}
 	y := append([]float32(nil), y0...)
-	AxpyF32Strided(y, w, stride, coef)
+	if f16 {
+		AxpyF16Strided(y, w16, stride, coef)
+	} else {
+		AxpyF32Strided(y, w, stride, coef)
+	}
 	for j := range cols {
 		s, mag := float64(y0[j]), math.Abs(float64(y0[j]))
 		for k := range n {
-			p := float64(coef[k]) * float64(w[k*stride+j])
+			p := float64(coef[k]) * at(k*stride+j)
 			s, mag = s+p, mag+math.Abs(p)
 		}
 		if !(math.Abs(float64(y[j])-s) <= 1e-5*mag+1e-30) {
-			t.Fatalf("axpy y[%d]: got %g, want %g", j, y[j], s)
+			t.Fatalf("f16=%v axpy y[%d]: got %g, want %g", f16, j, y[j], s)
+		}
+	}
+}
+
+// EncodeF16 must give the binary16 value nearest each input, ties to the
+// even one, ±inf past the largest finite half, NaN for NaN.
+func TestEncodeF16(t *testing.T) {
+	r := rand.New(rand.NewPCG(10, 10))
+	var x []float32
+	for range 3000 {
+		// Magnitudes from below the smallest subnormal half to past the largest.
+		x = append(x, float32(r.NormFloat64()*math.Ldexp(1, r.IntN(44)-28)))
+	}
+	for h := range 1 << 15 {
+		// Every half and the midpoints between neighbours: the ties.
+		v := refHalf(uint16(h))
+		if !math.IsInf(v, 0) && !math.IsNaN(v) {
+			next := refHalf(uint16(h + 1))
+			x = append(x, float32(v), -float32(v))
+			if !math.IsInf(next, 0) && !math.IsNaN(next) {
+				x = append(x, float32((v+next)/2))
+			}
+		}
+	}
+	x = append(x, 65504, 65519.99, 65520, 1e9, float32(math.Inf(-1)), float32(math.NaN()), 0, float32(math.Copysign(0, -1)))
+	for _, n := range []int{len(x), 7, 1, 0} {
+		forPaths(t, func(t *testing.T) {
+			got := make([]uint16, n)
+			EncodeF16(got, x[:n])
+			for i, h := range got {
+				checkHalf(t, x[i], h)
+			}
+		})
+	}
+}
+
+func checkHalf(t *testing.T, x float32, h uint16) {
+	t.Helper()
+	v, xf := refHalf(h), float64(x)
+	switch {
+	case math.IsNaN(xf):
+		if !math.IsNaN(v) {
+			t.Fatalf("NaN encoded as %#04x", h)
+		}
+		return
+	case math.Abs(xf) >= 65520:
+		if !math.IsInf(v, int(math.Copysign(1, xf))) {
+			t.Fatalf("%g encoded as %#04x, want inf", x, h)
+		}
+		return
+	case math.Signbit(v) != math.Signbit(xf):
+		t.Fatalf("%g encoded as %#04x: sign", x, h)
+	}
+	d := math.Abs(v - xf)
+	for _, nb := range []uint16{h - 1, h + 1} {
+		if nb&0x7fff >= 0x7c00 || (nb^h)&0x8000 != 0 {
+			continue // past inf, or across zero
+		}
+		dn := math.Abs(refHalf(nb) - xf)
+		if dn < d || (dn == d && h&1 == 1) {
+			t.Fatalf("%g encoded as %#04x (%g), but %#04x (%g) is nearer or the even tie", x, h, v, nb, refHalf(nb))
 		}
 	}
 }
