@@ -27,21 +27,7 @@ func TestStories260KGreedy(t *testing.T) {
 	require.Equal(t, []int{1}, res.PromptTokens)
 	require.Equal(t, string(want), res.Text)
 
-	var trace struct {
-		Runs []struct {
-			Positions []struct {
-				Pos        int          `json:"pos"`
-				InputToken int          `json:"input_token"`
-				NextToken  int          `json:"next_token"`
-				Top5       [][2]float64 `json:"top5"`
-			} `json:"positions"`
-		} `json:"runs"`
-	}
-	b, err := os.ReadFile(fixtures.Path(t, "stories260K", "greedy_trace.json"))
-	require.NoError(t, err)
-	require.NoError(t, json.Unmarshal(b, &trace))
-	steps := trace.Runs[0].Positions
-	require.GreaterOrEqual(t, len(steps), 200)
+	steps := readTrace(t)
 
 	sess := m.NewSession(512, nil)
 	tok := 1
@@ -68,20 +54,9 @@ func TestStories260KCacheF16(t *testing.T) {
 	require.NoError(t, err)
 	defer m.Close()
 	m.KVType = ops.F16
-	var trace struct {
-		Runs []struct {
-			Positions []struct {
-				InputToken int          `json:"input_token"`
-				Top5       [][2]float64 `json:"top5"`
-			} `json:"positions"`
-		} `json:"runs"`
-	}
-	b, err := os.ReadFile(fixtures.Path(t, "stories260K", "greedy_trace.json"))
-	require.NoError(t, err)
-	require.NoError(t, json.Unmarshal(b, &trace))
 	sess := m.NewSession(512, nil)
 	var worst float64
-	for i, st := range trace.Runs[0].Positions[:200] {
+	for i, st := range readTrace(t)[:200] {
 		logits, err := sess.Forward([]int{st.InputToken}, false)
 		require.NoError(t, err)
 		for k, ref := range st.Top5 {
@@ -93,4 +68,27 @@ func TestStories260KCacheF16(t *testing.T) {
 	t.Logf("largest top-5 logit difference from llama.cpp's: %.4f", worst)
 	require.Error(t, sess.SetKVType(ops.F32), "the caches exist")
 	require.Error(t, m.Prog.NewSession(8, nil).SetKVType(ops.Q4_0))
+}
+
+// traceStep is one step of llama.cpp's greedy trace of stories260K.
+type traceStep struct {
+	Pos        int          `json:"pos"`
+	InputToken int          `json:"input_token"`
+	NextToken  int          `json:"next_token"`
+	Top5       [][2]float64 `json:"top5"`
+}
+
+// readTrace returns the trace's steps (at least 200).
+func readTrace(t *testing.T) []traceStep {
+	var trace struct {
+		Runs []struct {
+			Positions []traceStep `json:"positions"`
+		} `json:"runs"`
+	}
+	b, err := os.ReadFile(fixtures.Path(t, "stories260K", "greedy_trace.json"))
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(b, &trace))
+	steps := trace.Runs[0].Positions
+	require.GreaterOrEqual(t, len(steps), 200)
+	return steps
 }

@@ -83,53 +83,59 @@ func gatherRows(elem int, out []float32, w []byte, cols, stride int, ids []int32
 // len(out): rows of a strided view (stride >= cols elements), such as one
 // attention head's slice of every cached key.
 func GatherF32Strided(out, w []float32, stride, cols int, x []float32) {
-	checkStrided("GatherF32Strided", len(w), stride, cols, len(out))
-	if len(x) != cols {
-		panic(fmt.Sprintf("avx2.GatherF32Strided: x has length %d, want cols=%d", len(x), cols))
-	}
-	if cols == 0 {
-		clear(out)
-		return
-	}
-	if len(out) > 0 {
-		gatherRows(4, out, f32Bytes(w), cols, stride*4, Iota(len(out)), x)
-	}
+	gatherStrided("GatherF32Strided", 4, out, bytesOf(w), stride, cols, x)
+}
+
+// GatherF16Strided is GatherF32Strided over f16 values.
+func GatherF16Strided(out []float32, w []uint16, stride, cols int, x []float32) {
+	gatherStrided("GatherF16Strided", 2, out, bytesOf(w), stride, cols, x)
 }
 
 // AxpyF32Strided adds Σ_k coef[k]·w[k*stride:][:len(y)] to y, over the
 // same kind of view.
 func AxpyF32Strided(y, w []float32, stride int, coef []float32) {
-	checkStrided("AxpyF32Strided", len(w), stride, len(y), len(coef))
-	if len(y) > 0 && len(coef) > 0 {
-		axpyRows(4, y, f32Bytes(w), len(y), stride*4, Iota(len(coef)), coef)
-	}
+	axpyStrided("AxpyF32Strided", 4, y, bytesOf(w), stride, coef)
 }
 
-// GatherF16Strided is GatherF32Strided over f16 values.
-func GatherF16Strided(out []float32, w []uint16, stride, cols int, x []float32) {
-	checkStrided("GatherF16Strided", len(w), stride, cols, len(out))
+// AxpyF16Strided is AxpyF32Strided over f16 values.
+func AxpyF16Strided(y []float32, w []uint16, stride int, coef []float32) {
+	axpyStrided("AxpyF16Strided", 2, y, bytesOf(w), stride, coef)
+}
+
+func gatherStrided(name string, elem int, out []float32, w []byte, stride, cols int, x []float32) {
+	checkStrided(name, len(w)/elem, stride, cols, len(out))
 	if len(x) != cols {
-		panic(fmt.Sprintf("avx2.GatherF16Strided: x has length %d, want cols=%d", len(x), cols))
+		panic(fmt.Sprintf("avx2.%s: x has length %d, want cols=%d", name, len(x), cols))
 	}
 	if cols == 0 {
 		clear(out)
 		return
 	}
 	if len(out) > 0 {
-		gatherRows(2, out, f16Bytes(w), cols, stride*2, Iota(len(out)), x)
+		gatherRows(elem, out, w, cols, stride*elem, Iota(len(out)), x)
 	}
 }
 
-// AxpyF16Strided is AxpyF32Strided over f16 values.
-func AxpyF16Strided(y []float32, w []uint16, stride int, coef []float32) {
-	checkStrided("AxpyF16Strided", len(w), stride, len(y), len(coef))
+func axpyStrided(name string, elem int, y []float32, w []byte, stride int, coef []float32) {
+	checkStrided(name, len(w)/elem, stride, len(y), len(coef))
 	if len(y) > 0 && len(coef) > 0 {
-		axpyRows(2, y, f16Bytes(w), len(y), stride*2, Iota(len(coef)), coef)
+		axpyRows(elem, y, w, len(y), stride*elem, Iota(len(coef)), coef)
 	}
 }
 
-func f16Bytes(w []uint16) []byte {
-	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(w))), 2*len(w))
+// checkStrided checks that w holds n rows of cols elements, stride apart.
+func checkStrided(fn string, wlen, stride, cols, n int) {
+	if cols < 0 || stride < cols {
+		panic(fmt.Sprintf("avx2.%s: cols=%d, stride=%d: want 0 <= cols <= stride", fn, cols, stride))
+	}
+	if n > 0 && (n-1)*stride+cols > wlen {
+		panic(fmt.Sprintf("avx2.%s: %d rows of %d, %d apart, need %d values, w has %d", fn, n, cols, stride, (n-1)*stride+cols, wlen))
+	}
+}
+
+func bytesOf[T any](w []T) []byte {
+	var z T
+	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(w))), len(w)*int(unsafe.Sizeof(z)))
 }
 
 // EncodeF16 writes src in IEEE binary16 to dst (len(dst) >= len(src)),
@@ -148,20 +154,6 @@ func EncodeF16(dst []uint16, src []float32) {
 	for i := body; i < len(src); i++ {
 		dst[i] = half.Encode(src[i])
 	}
-}
-
-// checkStrided checks that w holds n rows of cols elements, stride apart.
-func checkStrided(fn string, wlen, stride, cols, n int) {
-	if cols < 0 || stride < cols {
-		panic(fmt.Sprintf("avx2.%s: cols=%d, stride=%d: want 0 <= cols <= stride", fn, cols, stride))
-	}
-	if n > 0 && (n-1)*stride+cols > wlen {
-		panic(fmt.Sprintf("avx2.%s: %d rows of %d, %d apart, need %d values, w has %d", fn, n, cols, stride, (n-1)*stride+cols, wlen))
-	}
-}
-
-func f32Bytes(w []float32) []byte {
-	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(w))), 4*len(w))
 }
 
 // GatherQ8_0 sets out[k] = row(rows[k]) · x for q8_0 rows, with x given

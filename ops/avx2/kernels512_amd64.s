@@ -173,31 +173,7 @@ TEXT ·gatherQ4v(SB), NOSPLIT, $80-72
 g8loop:
 	KORTESTQ K1, K1
 	JNZ      g4loop
-	MOVQ     n+32(FP), R9
-	LEAQ     8(R12), BX
-	CMPQ     BX, R9
-	JGT      g4loop
-	MOVQ     rows+24(FP), R8
-	MOVQ     w+8(FP), SI
-	MOVQ     stride+16(FP), BX
-	DECQ     R9
-	PFPTR(8, 0)
-	PFPTR(9, 8)
-	PFPTR(10, 16)
-	PFPTR(11, 24)
-	PFPTR(12, 32)
-	PFPTR(13, 40)
-	PFPTR(14, 48)
-	PFPTR(15, 56)
-	MOVQ     R12, 64(SP)
-	ROWPTR(0, R12, AX)
-	ROWPTR(1, R12, DX)
-	ROWPTR(2, R12, R13)
-	ROWPTR(3, R12, R14)
-	ROWPTR(4, R12, R15)
-	ROWPTR(5, R12, R9)
-	ROWPTR(6, R12, DI)
-	ROWPTR(7, R12, R12)
+	ROWS8(g4loop)
 	VPXORD   Z0, Z0, Z0
 	VPXORD   Z1, Z1, Z1
 	VPXORD   Z2, Z2, Z2
@@ -1170,15 +1146,6 @@ GLOBL i8rhi<>(SB), RODATA|NOPTR, $64
 	MOVQ       slot(SP), SI \
 	PREFETCHT1 (SI)(CX*1)
 
-// PF5 prefetches the five lines that cover 288 bytes at CX of that row.
-#define PF5(slot) \
-	MOVQ       slot(SP), SI     \
-	PREFETCHT1 (SI)(CX*1)       \
-	PREFETCHT1 64(SI)(CX*1)     \
-	PREFETCHT1 128(SI)(CX*1)    \
-	PREFETCHT1 192(SI)(CX*1)    \
-	PREFETCHT1 256(SI)(CX*1)
-
 // I8D sets zd to row p's coef (at r*4(R10)) times the f16 scales of the
 // sixteen blocks at CX.
 #define I8D(p, r, zd) \
@@ -1219,40 +1186,17 @@ TEXT ·axpyQ4i8(SB), NOSPLIT, $80-64
 	XORQ         R12, R12
 
 i8loop:
-	MOVQ n+32(FP), R9
-	LEAQ 8(R12), BX
-	CMPQ BX, R9
-	JGT  i8done
-	MOVQ rows+24(FP), R8
-	MOVQ w+8(FP), SI
-	MOVQ stride+16(FP), BX
-	DECQ R9
-	PFPTR(8, 0)
-	PFPTR(9, 8)
-	PFPTR(10, 16)
-	PFPTR(11, 24)
-	PFPTR(12, 32)
-	PFPTR(13, 40)
-	PFPTR(14, 48)
-	PFPTR(15, 56)
-	MOVQ R12, 64(SP)
+	ROWS8(i8done)
 	MOVQ coef+40(FP), R10
-	LEAQ (R10)(R12*4), R10
-	ROWPTR(0, R12, AX)
-	ROWPTR(1, R12, DX)
-	ROWPTR(2, R12, R13)
-	ROWPTR(3, R12, R14)
-	ROWPTR(4, R12, R15)
-	ROWPTR(5, R12, R9)
-	ROWPTR(6, R12, DI)
-	ROWPTR(7, R12, R12)
+	MOVQ 64(SP), BX
+	LEAQ (R10)(BX*4), R10
 	MOVQ rec+56(FP), BX
 	MOVQ nblk+48(FP), R11
 	XORQ CX, CX
 
 	// First pass: the blocks' records, sixteen blocks at a time, then one
-	// at a time. It reads every line of the eight rows into L1, so it
-	// prefetches the next eight.
+	// at a time. It reads every line of the eight rows into L1; the second
+	// pass prefetches the next eight.
 i8chunk:
 	CMPQ R11, $16
 	JLT  i8tail
@@ -1390,22 +1334,7 @@ i8rec:
 	VPXORD       X4, X4, X4
 	VPSUBD       X3, X4, X3
 	VMOVD        X3, 12(BX)
-	// One prefetch per line of each row eight ahead (see axpyQ4v).
-	MOVQ         CX, SI
-	ANDQ         $63, SI
-	CMPQ         SI, $18
-	JAE          i8nopf
-	PFS(0)
-	PFS(8)
-	PFS(16)
-	PFS(24)
-	PFS(32)
-	PFS(40)
-	PFS(48)
-	PFS(56)
-
-i8nopf:
-	ADDQ $18, CX
+	ADDQ         $18, CX
 	ADDQ $16, BX
 	DECQ R11
 	JMP  i8rec
@@ -1431,6 +1360,8 @@ i8blk:
 	VFMADD213PS   64(R10), Z5, Z4
 	VMOVUPS       Z3, (R10)
 	VMOVUPS       Z4, 64(R10)
+	// One prefetch per line of each row eight ahead (see axpyQ4v): here
+	// rather than in the first pass, which read the lines in bursts.
 	MOVQ          CX, SI
 	ANDQ          $63, SI
 	CMPQ          SI, $18

@@ -1,7 +1,8 @@
 //go:build amd64 && !purego
 
-// Hand-written AVX2 (VEX only: Y0-Y15, no AVX-512) q8_0 × f32 gather, for
-// CPUs without the AVX-512 one of kernels512_amd64.s.
+// Hand-written AVX2 (VEX only: Y0-Y15, no AVX-512): the q8_0 × f32 gather,
+// for CPUs without the AVX-512 one of kernels512_amd64.s, and F16C's
+// f32 -> f16 conversion.
 
 #include "textflag.h"
 #include "rows_amd64.h"

@@ -41,6 +41,36 @@
 	PFPTR(10, 16)           \
 	PFPTR(11, 24)
 
+// ROWS8(short) is ROWS4 for the eight rows rows[k..k+7]: their addresses
+// in AX, DX, R13, R14, R15, R9, DI, R12 (so k is kept at 64(SP)), the rows
+// eight ahead's at 0-56(SP).
+#define ROWS8(short) \
+	MOVQ n+32(FP), R9       \
+	LEAQ 8(R12), BX         \
+	CMPQ BX, R9             \
+	JGT  short              \
+	MOVQ rows+24(FP), R8    \
+	MOVQ w+8(FP), SI        \
+	MOVQ stride+16(FP), BX  \
+	DECQ R9                 \
+	PFPTR(8, 0)             \
+	PFPTR(9, 8)             \
+	PFPTR(10, 16)           \
+	PFPTR(11, 24)           \
+	PFPTR(12, 32)           \
+	PFPTR(13, 40)           \
+	PFPTR(14, 48)           \
+	PFPTR(15, 56)           \
+	MOVQ R12, 64(SP)        \
+	ROWPTR(0, R12, AX)      \
+	ROWPTR(1, R12, DX)      \
+	ROWPTR(2, R12, R13)     \
+	ROWPTR(3, R12, R14)     \
+	ROWPTR(4, R12, R15)     \
+	ROWPTR(5, R12, R9)      \
+	ROWPTR(6, R12, DI)      \
+	ROWPTR(7, R12, R12)
+
 // ROW1(done) starts a step over the one row rows[k] (k in R12, R9 the
 // count left by ROWS4): to done when none is left, else its address in AX.
 #define ROW1(done) \
