@@ -57,6 +57,7 @@ type Report struct {
 	SizeBytes  int64   `json:"size_bytes"`
 	Params     int64   `json:"params"`
 	Backend    string  `json:"backend"`
+	KVType     string  `json:"kv_type"` // the attention cache's element type: f32 or f16
 	Threads    int     `json:"threads"`
 	StreamGBps float64 `json:"stream_gb_per_s"` // median of the decode tests' stream figures
 	// HugePages is the part of the model file's resident bytes in 2 MB
@@ -73,7 +74,7 @@ func Run(m *engine.Model, o Options) (*Report, error) {
 	}
 	pool := ops.NewPool(o.Threads)
 	defer pool.Close()
-	rep := &Report{Model: m.File.Path, Backend: ops.Backend(), Threads: pool.Threads()}
+	rep := &Report{Model: m.File.Path, Backend: ops.Backend(), KVType: m.KVType.String(), Threads: pool.Threads()}
 	for _, t := range m.File.Tensors {
 		rep.SizeBytes += int64(t.Size)
 		rep.Params += int64(t.Elems())

@@ -65,6 +65,9 @@ func printTable(m *engine.Model, r *bench.Report) {
 	name := filepath.Base(r.Model)
 	for _, x := range r.Results {
 		bpt, gbs, backend := "", "", r.Backend
+		if r.KVType != "f32" {
+			backend += ", KV " + r.KVType // as llama-bench shows a non-default type_k
+		}
 		if x.BytesPerToken > 0 {
 			bpt = fmt.Sprintf("%.2f GB", x.BytesPerToken/1e9)
 			gbs = fmt.Sprintf("%.1f (%.0f%% of %.1f)", x.GBPerSec, 100*x.OfStream, x.StreamGBps)
