@@ -18,8 +18,12 @@ import (
 
 // Options of one bench run.
 type Options struct {
-	Prompt  int // tokens of the prefill test (0: skip)
-	Gen     int // tokens of the decode test (0: skip)
+	Prompt int // tokens of the prefill test (0: skip)
+	Gen    int // tokens of the decode test (0: skip)
+	// Depth is how many tokens the context holds before each test starts,
+	// prefilled untimed (llama-bench's -d): decode at depth reads that many
+	// positions' keys and values per token besides the weights.
+	Depth   int
 	Reps    int // repetitions of each test
 	Threads int
 	Modes   []string // "dense", "sparse", "split", "hybrid", or a predictor name
@@ -34,7 +38,8 @@ type Options struct {
 type Result struct {
 	Mode          string    `json:"mode"`
 	Predictor     string    `json:"predictor"`
-	Test          string    `json:"test"` // pp64, tg16
+	Test          string    `json:"test"` // pp64, tg16, tg16 @ d512
+	Depth         int       `json:"n_depth"`
 	TokensPerSec  []float64 `json:"samples_ts"`
 	Mean          float64   `json:"avg_ts"`
 	SD            float64   `json:"stddev_ts"`
@@ -71,6 +76,9 @@ type Report struct {
 func Run(m *engine.Model, o Options) (*Report, error) {
 	if o.Reps <= 0 {
 		o.Reps = 5
+	}
+	if o.Depth < 0 || o.Prompt < 0 || o.Gen < 0 {
+		return nil, fmt.Errorf("bench: -p %d, -n %d, -d %d: want none below 0", o.Prompt, o.Gen, o.Depth)
 	}
 	pool := ops.NewPool(o.Threads)
 	defer pool.Close()
@@ -173,14 +181,14 @@ func measureModes(m *engine.Model, pool *ops.Pool, st *streamer, runs []modeRun,
 		on   bool
 		p, g int
 		name string
-	}{{o.Prompt > 0, o.Prompt, 0, fmt.Sprintf("pp%d", o.Prompt)}, {o.Gen > 0, 1, o.Gen, fmt.Sprintf("tg%d", o.Gen)}} {
+	}{{o.Prompt > 0, o.Prompt, 0, fmt.Sprintf("pp%d", o.Prompt) + at(o.Depth)}, {o.Gen > 0, 1, o.Gen, fmt.Sprintf("tg%d", o.Gen) + at(o.Depth)}} {
 		if !t.on {
 			continue
 		}
 		samples := make([][]sample, len(runs))
 		for rep := -1; rep < o.Reps; rep++ {
 			for i, r := range runs {
-				s, err := once(m, pool, st, r.pred, t.p, t.g, rep >= 0)
+				s, err := once(m, pool, st, r.pred, o.Depth, t.p, t.g, rep >= 0)
 				if err != nil {
 					return nil, err
 				}
@@ -191,7 +199,7 @@ func measureModes(m *engine.Model, pool *ops.Pool, st *streamer, runs []modeRun,
 		}
 		for i, r := range runs {
 			res := summary(m, r.pred, samples[i], t.g > 0)
-			res.Mode, res.Test, res.Placed = r.mode, t.name, r.placed
+			res.Mode, res.Test, res.Depth, res.Placed = r.mode, t.name, o.Depth, r.placed
 			out[i] = append(out[i], *res)
 		}
 	}
@@ -205,11 +213,11 @@ type sample struct {
 	tps, stream, active float64
 }
 
-// once runs a prompt of p tokens, then g decode steps; with bracket, a
-// decode is held between two streaming reads.
-func once(m *engine.Model, pool *ops.Pool, st *streamer, pred predictors.Predictor, p, g int, bracket bool) (sample, error) {
+// once runs, after depth untimed tokens, a prompt of p tokens, then g
+// decode steps; with bracket, a decode is held between two streaming reads.
+func once(m *engine.Model, pool *ops.Pool, st *streamer, pred predictors.Predictor, depth, p, g int, bracket bool) (sample, error) {
 	var s sample
-	prompt := make([]int, p)
+	prompt := make([]int, depth+p)
 	for i := range prompt {
 		prompt[i] = (i*7919 + 13) % m.Prog.Vocab
 	}
@@ -218,8 +226,14 @@ func once(m *engine.Model, pool *ops.Pool, st *streamer, pred predictors.Predict
 	if bracket {
 		before = st.measure(3)
 	}
-	sess := m.NewSession(p+g+1, pool)
+	sess := m.NewSession(depth+p+g+1, pool)
 	sess.SetPredictor(pred)
+	if depth > 0 {
+		if _, err := sess.Forward(prompt[:depth], false); err != nil {
+			return s, err
+		}
+		prompt = prompt[depth:]
+	}
 	start := time.Now()
 	logits, err := sess.Forward(prompt, false)
 	if err != nil {
@@ -359,4 +373,12 @@ func mean(x []float64) float64 {
 		s += v
 	}
 	return s / float64(max(len(x), 1))
+}
+
+// at names a test's context depth as llama-bench does: "tg16 @ d512".
+func at(depth int) string {
+	if depth == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" @ d%d", depth)
 }

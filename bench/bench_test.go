@@ -63,3 +63,21 @@ func TestRunCountsBytesAndStream(t *testing.T) {
 	assert.Less(t, oracle.ActiveFrac, 1.0)
 	assert.Less(t, oracle.BytesPerToken, dense.BytesPerToken)
 }
+
+// -d: each test starts after that many context tokens, named as llama-bench
+// names it; negative counts are refused.
+func TestRunAtDepth(t *testing.T) {
+	path, err := models.DefaultModelPath()
+	require.NoError(t, err)
+	m, err := engine.Load(path, "")
+	require.NoError(t, err)
+	rep, err := Run(m, Options{Prompt: 4, Gen: 2, Depth: 40, Reps: 1, Threads: 2, Modes: []string{"dense"}})
+	require.NoError(t, err)
+	require.Len(t, rep.Results, 2)
+	for i, want := range []string{"pp4 @ d40", "tg2 @ d40"} {
+		assert.Equal(t, want, rep.Results[i].Test)
+		assert.Equal(t, 40, rep.Results[i].Depth)
+	}
+	_, err = Run(m, Options{Prompt: 4, Gen: 2, Depth: -1, Reps: 1, Threads: 2, Modes: []string{"dense"}})
+	require.ErrorContains(t, err, "-d -1")
+}

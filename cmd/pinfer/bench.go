@@ -53,6 +53,7 @@ func benchCmd() *cobra.Command {
 	fl := c.Flags()
 	fl.IntVarP(&o.Prompt, "n-prompt", "p", 64, "prompt tokens of the prefill test (0: skip)")
 	fl.IntVarP(&o.Gen, "n-gen", "n", 16, "tokens of the decode test (0: skip)")
+	fl.IntVarP(&o.Depth, "n-depth", "d", 0, "tokens already in the context when each test starts (prefilled, not timed), as llama-bench's -d")
 	fl.IntVarP(&o.Reps, "repetitions", "r", 5, "repetitions of each test")
 	fl.StringVar(&modes, "mode", "dense,sparse", "comma-separated: dense, sparse (the file's predictor), split (llama.cpp's -ngl layer split on the GPU, dense), hybrid (hot neurons on the GPU, the file's predictor), or a predictor name")
 	fl.StringVarP(&format, "output", "o", "md", "md or json")
