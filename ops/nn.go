@@ -2,6 +2,7 @@ package ops
 
 import (
 	"math"
+	"sync"
 	"unsafe"
 
 	"github.com/pinfer/pinfer/ops/avx2"
@@ -51,24 +52,50 @@ func LayerNorm(out, x, w, b []float32, eps float32) {
 // 2i+1 (Meta's LLaMA layout, which llama.cpp's GGUF keeps).
 func RoPE(x []float32, nHead, headDim, nRot, pos int, theta float64, neox bool) {
 	half := nRot / 2
+	inv := ropeFreqs(theta, nRot)
+	var cs, sn [128]float32
+	c, s := cs[:0], sn[:0]
 	for i := 0; i < half; i++ {
-		// PyTorch computes the inverse frequency in f32; matching it keeps
-		// long positions within tolerance of the reference.
-		invFreq := float32(1 / math.Pow(theta, float64(2*i)/float64(nRot)))
-		angle := float64(float32(pos) * invFreq)
-		c, s := float32(math.Cos(angle)), float32(math.Sin(angle))
-		for h := 0; h < nHead; h++ {
-			base := h * headDim
+		angle := float64(float32(pos) * inv[i])
+		c, s = append(c, float32(math.Cos(angle))), append(s, float32(math.Sin(angle)))
+	}
+	for h := 0; h < nHead; h++ {
+		base := h * headDim
+		for i := 0; i < half; i++ {
 			a, b := base+2*i, base+2*i+1
 			if neox {
 				a, b = base+i, base+i+half
 			}
 			x0, x1 := x[a], x[b]
-			x[a] = x0*c - x1*s
-			x[b] = x0*s + x1*c
+			x[a] = x0*c[i] - x1*s[i]
+			x[b] = x0*s[i] + x1*c[i]
 		}
 	}
 }
+
+// ropeFreqs returns RoPE's inverse frequencies for theta and nRot, made
+// once: every layer's q and k at every position use the same ones.
+func ropeFreqs(theta float64, nRot int) []float32 {
+	key := ropeKey{theta, nRot}
+	if f, ok := ropeTables.Load(key); ok {
+		return f.([]float32)
+	}
+	f := make([]float32, nRot/2)
+	for i := range f {
+		// PyTorch computes the inverse frequency in f32; matching it keeps
+		// long positions within tolerance of the reference.
+		f[i] = float32(1 / math.Pow(theta, float64(2*i)/float64(nRot)))
+	}
+	ropeTables.Store(key, f)
+	return f
+}
+
+type ropeKey struct {
+	theta float64
+	nRot  int
+}
+
+var ropeTables sync.Map
 
 // Softmax normalises x in place, stable against large values.
 func Softmax(x []float32) {
