@@ -52,7 +52,6 @@ func FFNRow(pool *Pool, f *FFN, down *Matrix, x []float32, active []int32, out [
 
 // ffnCPU computes neurons ids (nil: all) for the T tokens of x.
 func ffnCPU(pool *Pool, f *FFN, down *Matrix, x []float32, T int, ids []int32, out []float32) {
-	sparse := ids != nil
 	if ids == nil {
 		ids = avx2.Iota(f.Gate.Rows)
 	}
@@ -60,7 +59,7 @@ func ffnCPU(pool *Pool, f *FFN, down *Matrix, x []float32, T int, ids []int32, o
 		return
 	}
 	j := ffnJobs.Get().(*ffnJob)
-	*j = ffnJob{f: f, down: down, x: x, T: T, ids: ids, sparse: sparse, parts: j.parts[:0]}
+	*j = ffnJob{f: f, down: down, x: x, T: T, ids: ids, parts: j.parts[:0]}
 	j.fast = fastType(f.Gate.Type) && (f.Up == nil || f.Up.Type == f.Gate.Type) && fastType(down.Type)
 	if j.fast {
 		j.a = quantizeX(f.Gate.Type, x, f.Gate.Cols, T)
@@ -90,19 +89,16 @@ const ffnPieceRows = 32
 // ffnJob is one FFN call as the workers see it; pooled, with its parts
 // slice, so that a decode step allocates nothing here.
 type ffnJob struct {
-	f    *FFN
-	down *Matrix
-	x    []float32
-	T    int
-	ids  []int32
-	// sparse: ids are a selection (a predictor's); a row whose activations
-	// are zero for a group of tokens is skipped. Dense mode reads every row.
-	sparse bool
-	fast   bool
-	a      *avx2.Acts
-	mu     sync.Mutex
-	parts  []*ffnScratch
-	sum    sumParts
+	f     *FFN
+	down  *Matrix
+	x     []float32
+	T     int
+	ids   []int32
+	fast  bool
+	a     *avx2.Acts
+	mu    sync.Mutex
+	parts []*ffnScratch
+	sum   sumParts
 }
 
 // sumParts adds an FFN's partial sums into out over a range of columns.
@@ -151,7 +147,12 @@ func (j *ffnJob) Run(lo, hi int) {
 			}
 		}
 		if j.fast && down.Type == Q4_0 && T > 1 {
-			avx2.AxpyQ4_0T(s.acc, down.Cols, down.Data, down.Cols, ids, s.g, k, T, j.sparse)
+			// Rows whose activations are zero for a group of eight tokens
+			// add exact zeros: skipped, in dense mode too (ReLU leaves most
+			// of a prompt's rows silent for any eight of its tokens). One
+			// token's down projection, decode's, reads every row it is
+			// given, so that dense decode stays the read of the whole file.
+			avx2.AxpyQ4_0T(s.acc, down.Cols, down.Data, down.Cols, ids, s.g, k, T, true)
 			continue
 		}
 		for t := 0; t < T; t++ {
