@@ -131,7 +131,7 @@ func (j *ffnJob) Run(lo, hi int) {
 		s.g, s.u = growF(s.g, T*k), growF(s.u, T*k)
 		gatherAll(j.fast, f.Gate, s.g, ids, j.x, T, j.a)
 		if f.Up != nil {
-			gatherAll(j.fast, f.Up, s.u, ids, j.x, T, j.a)
+			j.gatherUp(s, ids)
 		}
 		for t := 0; t < T; t++ {
 			g, u := s.g[t*k:(t+1)*k], s.u[t*k:(t+1)*k]
@@ -164,6 +164,66 @@ func (j *ffnJob) Run(lo, hi int) {
 	j.mu.Unlock()
 }
 
+// gatherUp sets s.u for neurons ids. Where the activation is zero whenever
+// the gate does not fire (relu, fatrelu, drelu), each group of four tokens
+// of a prefill (the q4_0 kernel's) reads only the up rows whose gate fired
+// for one of them: the others' up values would be multiplied by zero (they
+// are set to 0). Decode reads every row it is given, so that dense decode
+// stays the read of the whole file.
+func (j *ffnJob) gatherUp(s *ffnScratch, ids []int32) {
+	f, T, k := j.f, j.T, len(ids)
+	cut, gated := gateCut(f.Act, f.Threshold)
+	if !gated || !upSkip || !j.fast || f.Up.Type != Q4_0 || T < 4 {
+		gatherAll(j.fast, f.Up, s.u, ids, j.x, T, j.a)
+		return
+	}
+	for t0 := 0; t0 < T; t0 += 4 {
+		n := min(4, T-t0)
+		s.live, s.rows = s.live[:0], s.rows[:0]
+		for i, id := range ids {
+			for t := t0; t < t0+n; t++ {
+				g := s.g[t*k+i]
+				if f.GateBias != nil {
+					g += f.GateBias[id]
+				}
+				if g > cut {
+					s.live, s.rows = append(s.live, i), append(s.rows, id)
+					break
+				}
+			}
+		}
+		m := len(s.rows)
+		clear(s.u[t0*k : (t0+n)*k])
+		if m == 0 {
+			continue
+		}
+		s.tmp = growF(s.tmp, n*m)
+		sub := j.a.Tokens(t0, n)
+		avx2.GatherQ4_0Acts(s.tmp, m, f.Up.Data, s.rows, &sub)
+		for t := range n {
+			u := s.u[(t0+t)*k:]
+			for q, i := range s.live {
+				u[i] = s.tmp[t*m+q]
+			}
+		}
+	}
+}
+
+// upSkip lets gatherUp skip; TestPrefillUpSkipExact clears it to compare.
+var upSkip = true
+
+// gateCut returns the gate value at or below which act gives zero whatever
+// the up projection, and whether there is one.
+func gateCut(act string, threshold float32) (float32, bool) {
+	switch act {
+	case "relu", "drelu":
+		return 0, true
+	case "fatrelu":
+		return threshold, true
+	}
+	return 0, false
+}
+
 // union merges sorted id lists; nil if any is nil (all neurons).
 func union(actives [][]int32, T, n int) []int32 {
 	if actives == nil {
@@ -192,8 +252,10 @@ func union(actives [][]int32, T, n int) []int32 {
 
 // ffnScratch is one worker's buffers.
 type ffnScratch struct {
-	lo        int // the piece it summed
-	g, u, acc []float32
+	lo             int // the piece it summed
+	g, u, acc, tmp []float32
+	live           []int   // gatherUp: positions in the tile whose gate fired
+	rows           []int32 // and their neurons
 }
 
 var ffnBufs = sync.Pool{New: func() any { return new(ffnScratch) }}

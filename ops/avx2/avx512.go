@@ -66,6 +66,17 @@ func (a *Acts) Set(x []float32, cols, T int) {
 	}
 }
 
+// Tokens is a view of tokens t0..t0+n-1 of a, sharing its buffers.
+func (a *Acts) Tokens(t0, n int) Acts {
+	rb := a.Cols / 32 * q8Block
+	v := Acts{Q: a.Q[t0*rb : (t0+n)*rb], T: n, Cols: a.Cols, ready: a.ready}
+	if a.ready {
+		xb := xsBytes(a.Cols / 32)
+		v.xs = a.xs[t0*xb : (t0+n)*xb]
+	}
+	return v
+}
+
 func (a *Acts) prep() {
 	nblk := a.Cols / 32
 	xb := xsBytes(nblk)
