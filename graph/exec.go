@@ -60,7 +60,7 @@ func (s *Session) Forward(tokens []int, all bool) (*ops.Tensor, error) {
 type Runner struct {
 	p     *Program
 	pool  *ops.Pool
-	plans map[string]*plan
+	plans map[[2]int]*plan
 	bufs  [][]float32
 
 	// Predictor chooses each sparse FFN's neurons; nil computes them all.
@@ -105,7 +105,7 @@ func (s *Stats) ActiveFraction(p *Program, k int) float64 {
 // NewRunner makes a runner for batches of p's sessions.
 func (p *Program) NewRunner(pool *ops.Pool) *Runner {
 	n := len(p.Layers)
-	return &Runner{p: p, pool: pool, plans: map[string]*plan{}, Stats: Stats{Tokens: make([]int64, n), Active: make([]int64, n)},
+	return &Runner{p: p, pool: pool, plans: map[[2]int]*plan{}, Stats: Stats{Tokens: make([]int64, n), Active: make([]int64, n)},
 		scratch: make([][][]int32, n)}
 }
 
@@ -272,7 +272,7 @@ type plan struct {
 }
 
 func (r *Runner) planFor(rows, outRows int) *plan {
-	key := fmt.Sprint(rows, outRows)
+	key := [2]int{rows, outRows}
 	if pl, ok := r.plans[key]; ok {
 		return pl
 	}

@@ -273,7 +273,9 @@ func (j *attnJob) Run(lo, hi int) {
 		kvh := h / j.group
 		n := p + 1 - first
 		if cap(*buf) < n+max(hd, vd) {
-			*buf = make([]float32, n+max(hd, vd))
+			// Room for the whole context at once: growing by the one
+			// position each step adds was an allocation per step.
+			*buf = make([]float32, c.Rows[t].NCtx+max(hd, vd))
 		}
 		s, row := (*buf)[:n], (*buf)[n:]
 		out := c.Out.Row(t)[h*vd : (h+1)*vd]

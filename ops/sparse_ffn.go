@@ -1,6 +1,9 @@
 package ops
 
-import "fmt"
+import (
+	"fmt"
+	"sync"
+)
 
 // The neuron-aware FFN: h = Σ_{i active} down_t[i] · act(gate[i]·x) (· up[i]·x).
 // Only the active neurons' rows of gate, up and down_t are read. With every
@@ -107,15 +110,31 @@ func FFNActivation(act string, threshold, g, u float32) float32 {
 	return g * u
 }
 
+// sparseCall is one sparse_ffn call's FFN and active lists, pooled so that
+// a decode step allocates nothing here (the FFN goes behind an interface,
+// the device's, so a local one would escape).
+type sparseCall struct {
+	f       FFN
+	actives [][]int32
+}
+
+var sparseCalls = sync.Pool{New: func() any { return new(sparseCall) }}
+
 func sparseFFN(c *Ctx) error {
-	f := sparseFFNOf(c.W, c.A)
+	sc := sparseCalls.Get().(*sparseCall)
+	defer func() {
+		clear(sc.actives)
+		*sc = sparseCall{actives: sc.actives[:0]}
+		sparseCalls.Put(sc)
+	}()
+	sc.f = sparseFFNOf(c.W, c.A)
 	T := c.Out.Rows
 	var actives [][]int32
 	if c.Predict != nil {
-		actives = make([][]int32, T)
-		for t := range actives {
-			actives[t] = c.Predict(0, t)
+		for t := 0; t < T; t++ {
+			sc.actives = append(sc.actives, c.Predict(0, t))
 		}
+		actives = sc.actives
 	}
 	clear(c.Out.Data)
 	if b := c.W[6]; b != nil {
@@ -123,6 +142,6 @@ func sparseFFN(c *Ctx) error {
 			copy(c.Out.Row(t), b.Vec)
 		}
 	}
-	FFNBatch(c.Pool, &f, c.W[2].M, c.In[0].Data, T, actives, c.Out.Data)
+	FFNBatch(c.Pool, &sc.f, c.W[2].M, c.In[0].Data, T, actives, c.Out.Data)
 	return nil
 }
