@@ -1,6 +1,7 @@
 package ops
 
 import (
+	"math"
 	"slices"
 	"sync"
 
@@ -34,7 +35,7 @@ func FFNBatch(pool *Pool, f *FFN, down *Matrix, x []float32, T int, actives [][]
 			actives = cold
 		}
 	}
-	ffnCPU(pool, f, down, x, T, union(actives, T, f.Gate.Rows), out)
+	ffnCPU(pool, f, down, x, T, union(actives, T, f.Gate.Rows), actives, out)
 }
 
 // FFNRow is FFNBatch for one token.
@@ -47,11 +48,12 @@ func FFNRow(pool *Pool, f *FFN, down *Matrix, x []float32, active []int32, out [
 		FFNBatch(pool, f, down, x, 1, actives, out)
 		return
 	}
-	ffnCPU(pool, f, down, x, 1, active, out)
+	ffnCPU(pool, f, down, x, 1, active, nil, out)
 }
 
-// ffnCPU computes neurons ids (nil: all) for the T tokens of x.
-func ffnCPU(pool *Pool, f *FFN, down *Matrix, x []float32, T int, ids []int32, out []float32) {
+// ffnCPU computes neurons ids (nil: all) for the T tokens of x; actives,
+// when given, are each token's own lists, whose union ids is.
+func ffnCPU(pool *Pool, f *FFN, down *Matrix, x []float32, T int, ids []int32, actives [][]int32, out []float32) {
 	if ids == nil {
 		ids = avx2.Iota(f.Gate.Rows)
 	}
@@ -59,7 +61,8 @@ func ffnCPU(pool *Pool, f *FFN, down *Matrix, x []float32, T int, ids []int32, o
 		return
 	}
 	j := ffnJobs.Get().(*ffnJob)
-	*j = ffnJob{f: f, down: down, x: x, T: T, ids: ids, parts: j.parts[:0]}
+	*j = ffnJob{f: f, down: down, x: x, T: T, ids: ids, parts: j.parts[:0], member: j.member[:0]}
+	j.groupMembers(actives)
 	j.fast = fastType(f.Gate.Type) && (f.Up == nil || f.Up.Type == f.Gate.Type) && fastType(down.Type)
 	if j.fast {
 		j.a = quantizeX(f.Gate.Type, x, f.Gate.Cols, T)
@@ -89,16 +92,20 @@ const ffnPieceRows = 32
 // ffnJob is one FFN call as the workers see it; pooled, with its parts
 // slice, so that a decode step allocates nothing here.
 type ffnJob struct {
-	f     *FFN
-	down  *Matrix
-	x     []float32
-	T     int
-	ids   []int32
-	fast  bool
-	a     *avx2.Acts
-	mu    sync.Mutex
-	parts []*ffnScratch
-	sum   sumParts
+	f    *FFN
+	down *Matrix
+	x    []float32
+	T    int
+	ids  []int32
+	fast bool
+	a    *avx2.Acts
+	// member, for a prefill over predicted neurons with a gated activation:
+	// per group of four tokens a bit per neuron, set when one of the four
+	// chose it (empty otherwise).
+	member []uint64
+	mu     sync.Mutex
+	parts  []*ffnScratch
+	sum    sumParts
 }
 
 // sumParts adds an FFN's partial sums into out over a range of columns.
@@ -129,7 +136,7 @@ func (j *ffnJob) Run(lo, hi int) {
 		ids := j.ids[t0:min(hi, t0+tile)]
 		k := len(ids)
 		s.g, s.u = growF(s.g, T*k), growF(s.u, T*k)
-		gatherAll(j.fast, f.Gate, s.g, ids, j.x, T, j.a)
+		j.gatherGate(s, ids)
 		if f.Up != nil {
 			j.gatherUp(s, ids)
 		}
@@ -164,24 +171,76 @@ func (j *ffnJob) Run(lo, hi int) {
 	j.mu.Unlock()
 }
 
+// A prefill works in groups of four tokens, the q4_0 kernel's.
+const prefillGroup = 4
+
+// groupMembers sets j.member from the tokens' lists when a prefill over
+// predicted neurons has a gated activation: each group of four tokens then
+// computes the union of its own four lists, not the whole prompt's (which
+// at 64 tokens holds most neurons). A neuron a token did not choose only
+// brings its result closer to the dense one, as with the prompt's union.
+func (j *ffnJob) groupMembers(actives [][]int32) {
+	_, gated := gateCut(j.f.Act, j.f.Threshold)
+	if j.T < 2 || actives == nil || !gated || !upSkip {
+		return
+	}
+	words := (j.f.Gate.Rows + 63) / 64
+	ng := (j.T + prefillGroup - 1) / prefillGroup
+	if cap(j.member) < ng*words {
+		j.member = make([]uint64, ng*words)
+	}
+	j.member = j.member[:ng*words]
+	clear(j.member)
+	for t, a := range actives[:j.T] {
+		if a == nil {
+			j.member = j.member[:0] // a token that wants every neuron
+			return
+		}
+		m := j.member[t/prefillGroup*words:]
+		for _, id := range a {
+			m[id/64] |= 1 << (id % 64)
+		}
+	}
+}
+
+// gatherGate sets s.g for neurons ids: for every token, or with j.member
+// per group of four tokens for the group's neurons only, the others -inf
+// (a gated activation gives them 0, and their up rows are not read).
+func (j *ffnJob) gatherGate(s *ffnScratch, ids []int32) {
+	if len(j.member) == 0 {
+		gatherAll(j.fast, j.f.Gate, s.g, ids, j.x, j.T, j.a)
+		return
+	}
+	words := len(j.member) / ((j.T + prefillGroup - 1) / prefillGroup)
+	for t0 := 0; t0 < j.T; t0 += prefillGroup {
+		m := j.member[t0/prefillGroup*words:]
+		s.live, s.rows = s.live[:0], s.rows[:0]
+		for i, id := range ids {
+			if m[id/64]&(1<<(id%64)) != 0 {
+				s.live, s.rows = append(s.live, i), append(s.rows, id)
+			}
+		}
+		j.gatherLive(s, j.f.Gate, s.g, len(ids), t0, float32(math.Inf(-1)))
+	}
+}
+
 // gatherUp sets s.u for neurons ids. Where the activation is zero whenever
 // the gate does not fire (relu, fatrelu, drelu), each group of four tokens
-// of a prefill (the q4_0 kernel's) reads only the up rows whose gate fired
-// for one of them: the others' up values would be multiplied by zero (they
-// are set to 0). Decode reads every row it is given, so that dense decode
-// stays the read of the whole file.
+// of a prefill reads only the up rows whose gate fired for one of them: the
+// others' up values would be multiplied by zero (they are set to 0).
+// Decode reads every row it is given, so that dense decode stays the read
+// of the whole file.
 func (j *ffnJob) gatherUp(s *ffnScratch, ids []int32) {
 	f, T, k := j.f, j.T, len(ids)
 	cut, gated := gateCut(f.Act, f.Threshold)
-	if !gated || !upSkip || !j.fast || f.Up.Type != Q4_0 || T < 4 {
+	if !gated || !upSkip || T < 2 {
 		gatherAll(j.fast, f.Up, s.u, ids, j.x, T, j.a)
 		return
 	}
-	for t0 := 0; t0 < T; t0 += 4 {
-		n := min(4, T-t0)
+	for t0 := 0; t0 < T; t0 += prefillGroup {
 		s.live, s.rows = s.live[:0], s.rows[:0]
 		for i, id := range ids {
-			for t := t0; t < t0+n; t++ {
+			for t := t0; t < min(T, t0+prefillGroup); t++ {
 				g := s.g[t*k+i]
 				if f.GateBias != nil {
 					g += f.GateBias[id]
@@ -192,24 +251,42 @@ func (j *ffnJob) gatherUp(s *ffnScratch, ids []int32) {
 				}
 			}
 		}
-		m := len(s.rows)
-		clear(s.u[t0*k : (t0+n)*k])
-		if m == 0 {
-			continue
+		j.gatherLive(s, f.Up, s.u, k, t0, 0)
+	}
+}
+
+// gatherLive sets, for the group of tokens from t0, dst's entries (token
+// rows of k) at the tile positions s.live to matrix m's rows s.rows times
+// the tokens, and the group's other entries to fill.
+func (j *ffnJob) gatherLive(s *ffnScratch, m *Matrix, dst []float32, k, t0 int, fill float32) {
+	n := min(prefillGroup, j.T-t0)
+	for t := t0; t < t0+n; t++ {
+		row := dst[t*k : (t+1)*k]
+		for i := range row {
+			row[i] = fill
 		}
-		s.tmp = growF(s.tmp, n*m)
-		sub := j.a.Tokens(t0, n)
-		avx2.GatherQ4_0Acts(s.tmp, m, f.Up.Data, s.rows, &sub)
-		for t := range n {
-			u := s.u[(t0+t)*k:]
-			for q, i := range s.live {
-				u[i] = s.tmp[t*m+q]
-			}
+	}
+	r := len(s.rows)
+	if r == 0 {
+		return
+	}
+	s.tmp = growF(s.tmp, n*r)
+	var a *avx2.Acts
+	if j.a != nil {
+		s.sub = j.a.Tokens(t0, n)
+		a = &s.sub
+	}
+	gatherAll(j.fast, m, s.tmp, s.rows, j.x[t0*m.Cols:(t0+n)*m.Cols], n, a)
+	for t := range n {
+		d := dst[(t0+t)*k:]
+		for q, i := range s.live {
+			d[i] = s.tmp[t*r+q]
 		}
 	}
 }
 
-// upSkip lets gatherUp skip; TestPrefillUpSkipExact clears it to compare.
+// upSkip lets a prefill skip rows (gatherUp's up rows, groupMembers' gate
+// rows); TestPrefillUpSkipExact clears it to compare.
 var upSkip = true
 
 // gateCut returns the gate value at or below which act gives zero whatever
@@ -254,8 +331,9 @@ func union(actives [][]int32, T, n int) []int32 {
 type ffnScratch struct {
 	lo             int // the piece it summed
 	g, u, acc, tmp []float32
-	live           []int   // gatherUp: positions in the tile whose gate fired
-	rows           []int32 // and their neurons
+	live           []int     // gatherLive's positions in the tile
+	rows           []int32   // and their neurons
+	sub            avx2.Acts // its tokens' activations
 }
 
 var ffnBufs = sync.Pool{New: func() any { return new(ffnScratch) }}
