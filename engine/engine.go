@@ -111,13 +111,11 @@ func (m *Model) NewSession(nctx int, pool *ops.Pool) *graph.Session {
 
 // ParseKVType reads a KV cache type as the CLI's --kv-type gives it.
 func ParseKVType(s string) (ops.DType, error) {
-	switch s {
-	case "f32":
-		return ops.F32, nil
-	case "f16":
-		return ops.F16, nil
+	t, err := ops.ParseDType(s)
+	if err != nil || (t != ops.F32 && t != ops.F16) {
+		return 0, fmt.Errorf("--kv-type %q: want f32 or f16", s)
 	}
-	return 0, fmt.Errorf("--kv-type %q: want f32 or f16", s)
+	return t, nil
 }
 
 // Encode tokenizes a prompt the way llama.cpp does: BOS first when the

@@ -276,8 +276,8 @@ func TestPrefillUpSkipExact(t *testing.T) {
 				skip, all := make([]float32, T*d), make([]float32, T*d)
 				withFast(lv, func() {
 					FFNBatch(pool, f, down, x, T, nil, skip)
-					upSkip = false
-					defer func() { upSkip = true }()
+					prefillSkip = false
+					defer func() { prefillSkip = true }()
 					FFNBatch(pool, f, down, x, T, nil, all)
 				})
 				var scale float64

@@ -286,7 +286,7 @@ func (j *attnJob) Run(lo, hi int) {
 		switch {
 		case !Fast:
 			for i := range s {
-				s[i] = Dot(qh, kv.keyRow(row[:hd], kat+i*k.Cols))
+				s[i] = Dot(qh, cacheRow(row[:hd], kv.k, kv.k16, kat+i*k.Cols))
 			}
 		case kv.k16 != nil:
 			avx2.GatherF16Strided(s, kv.k16[kat:], k.Cols, hd, qh)
@@ -301,7 +301,7 @@ func (j *attnJob) Run(lo, hi int) {
 		switch {
 		case !Fast:
 			for i, w := range s {
-				Axpy(out, w, kv.valueRow(row[:vd], vat+i*v.Cols))
+				Axpy(out, w, cacheRow(row[:vd], kv.v, kv.v16, vat+i*v.Cols))
 			}
 		case kv.v16 != nil:
 			avx2.AxpyF16Strided(out, kv.v16[vat:], v.Cols, s)
@@ -320,20 +320,14 @@ func gatherRows(t *Tensor, rows []int) []float32 {
 	return out
 }
 
-// keyRow returns the len(buf) keys at at, decoded into buf if f16.
-func (kv *kvCache) keyRow(buf []float32, at int) []float32 {
-	if kv.k16 == nil {
-		return kv.k[at:][:len(buf)]
+// cacheRow returns the len(buf) cached values at at: of f32, or of f16
+// decoded into buf when the cache is f16 (f32 nil).
+func cacheRow(buf, f32 []float32, f16 []uint16, at int) []float32 {
+	if f32 != nil {
+		return f32[at:][:len(buf)]
 	}
-	DecodeF16(buf, kv.k16[at:])
-	return buf
-}
-
-// valueRow is keyRow for the values.
-func (kv *kvCache) valueRow(buf []float32, at int) []float32 {
-	if kv.v16 == nil {
-		return kv.v[at:][:len(buf)]
+	for i := range buf {
+		buf[i] = F16ToF32(f16[at+i])
 	}
-	DecodeF16(buf, kv.v16[at:])
 	return buf
 }

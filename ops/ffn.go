@@ -181,7 +181,7 @@ const prefillGroup = 4
 // brings its result closer to the dense one, as with the prompt's union.
 func (j *ffnJob) groupMembers(actives [][]int32) {
 	_, gated := gateCut(j.f.Act, j.f.Threshold)
-	if j.T < 2 || actives == nil || !gated || !upSkip {
+	if j.T < 2 || actives == nil || !gated || !prefillSkip {
 		return
 	}
 	words := (j.f.Gate.Rows + 63) / 64
@@ -211,7 +211,7 @@ func (j *ffnJob) gatherGate(s *ffnScratch, ids []int32) {
 		gatherAll(j.fast, j.f.Gate, s.g, ids, j.x, j.T, j.a)
 		return
 	}
-	words := len(j.member) / ((j.T + prefillGroup - 1) / prefillGroup)
+	words := (j.f.Gate.Rows + 63) / 64
 	for t0 := 0; t0 < j.T; t0 += prefillGroup {
 		m := j.member[t0/prefillGroup*words:]
 		s.live, s.rows = s.live[:0], s.rows[:0]
@@ -233,7 +233,7 @@ func (j *ffnJob) gatherGate(s *ffnScratch, ids []int32) {
 func (j *ffnJob) gatherUp(s *ffnScratch, ids []int32) {
 	f, T, k := j.f, j.T, len(ids)
 	cut, gated := gateCut(f.Act, f.Threshold)
-	if !gated || !upSkip || T < 2 {
+	if !gated || !prefillSkip || T < 2 {
 		gatherAll(j.fast, f.Up, s.u, ids, j.x, T, j.a)
 		return
 	}
@@ -285,21 +285,9 @@ func (j *ffnJob) gatherLive(s *ffnScratch, m *Matrix, dst []float32, k, t0 int, 
 	}
 }
 
-// upSkip lets a prefill skip rows (gatherUp's up rows, groupMembers' gate
-// rows); TestPrefillUpSkipExact clears it to compare.
-var upSkip = true
-
-// gateCut returns the gate value at or below which act gives zero whatever
-// the up projection, and whether there is one.
-func gateCut(act string, threshold float32) (float32, bool) {
-	switch act {
-	case "relu", "drelu":
-		return 0, true
-	case "fatrelu":
-		return threshold, true
-	}
-	return 0, false
-}
+// prefillSkip lets a prefill skip rows (gatherUp's up rows, groupMembers'
+// gate rows); TestPrefillUpSkipExact clears it to compare.
+var prefillSkip = true
 
 // union merges sorted id lists; nil if any is nil (all neurons).
 func union(actives [][]int32, T, n int) []int32 {

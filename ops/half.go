@@ -36,13 +36,6 @@ func EncodeF16(dst []uint16, src []float32) {
 	}
 }
 
-// DecodeF16 converts the first len(dst) values of src to float32.
-func DecodeF16(dst []float32, src []uint16) {
-	for i := range dst {
-		dst[i] = F16ToF32(src[i])
-	}
-}
-
 // BF16ToF32 converts a bfloat16 value to float32 (exactly).
 func BF16ToF32(h uint16) float32 { return math.Float32frombits(uint32(h) << 16) }
 

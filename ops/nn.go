@@ -3,7 +3,6 @@ package ops
 import (
 	"math"
 	"sync"
-	"unsafe"
 
 	"github.com/pinfer/pinfer/ops/avx2"
 )
@@ -171,7 +170,7 @@ func Dot(a, b []float32) float32 {
 func Axpy(y []float32, a float32, x []float32) {
 	x = x[:len(y)]
 	if Fast || a == 1 {
-		avx2.AxpyF32(y, unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(x))), 4*len(x)), len(y), nil, []float32{a})
+		avx2.AxpyF32Strided(y, x, len(y), []float32{a})
 		return
 	}
 	for i := range y {

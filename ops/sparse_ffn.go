@@ -85,19 +85,10 @@ func sparseFFNShape(s *ShapeArgs) (int, error) {
 // FFNActivation returns the value neuron i passes to down, given its gate
 // and up pre-activations (up is 1 for a non-gated FFN).
 func FFNActivation(act string, threshold, g, u float32) float32 {
+	if cut, gated := gateCut(act, threshold); gated && (g <= cut || act == "drelu" && u <= 0) {
+		return 0
+	}
 	switch act {
-	case "relu":
-		if g <= 0 {
-			return 0
-		}
-	case "fatrelu":
-		if g <= threshold {
-			return 0
-		}
-	case "drelu":
-		if g <= 0 || u <= 0 {
-			return 0
-		}
 	case "silu":
 		v := []float32{g}
 		SiLU(v)
@@ -108,6 +99,18 @@ func FFNActivation(act string, threshold, g, u float32) float32 {
 		g = v[0]
 	}
 	return g * u
+}
+
+// gateCut returns the gate value at or below which act gives zero whatever
+// the up projection, and whether there is one.
+func gateCut(act string, threshold float32) (float32, bool) {
+	switch act {
+	case "relu", "drelu":
+		return 0, true
+	case "fatrelu":
+		return threshold, true
+	}
+	return 0, false
 }
 
 // sparseCall is one sparse_ffn call's FFN and active lists, pooled so that
