@@ -208,10 +208,16 @@ func measureModes(m *engine.Model, pool *ops.Pool, st *streamer, runs []modeRun,
 
 // A sample is one repetition: tokens per second of the prompt (g == 0) or
 // of the decode steps; for decode the streaming read around it and the
-// mean share of neurons computed.
+// mean shares of neurons computed and of up and down rows read.
 type sample struct {
-	tps, stream, active float64
+	tps, stream float64
+	reads       Reads
 }
+
+// Reads are a sparse FFN's shares of neuron rows read per decoded token:
+// the gate's (the predicted neurons) and the up and down projections',
+// less the rows whose output was zero (the gate did not fire).
+type Reads struct{ Gate, Up, Down float64 }
 
 // once runs, after depth untimed tokens, a prompt of p tokens, then g
 // decode steps; with bracket, a decode is held between two streaming reads.
@@ -240,7 +246,7 @@ func once(m *engine.Model, pool *ops.Pool, st *streamer, pred predictors.Predict
 		return s, err
 	}
 	if g > 0 {
-		sess.Runner().Stats = graph.Stats{Tokens: make([]int64, len(m.Prog.Layers)), Active: make([]int64, len(m.Prog.Layers))}
+		sess.Runner().Stats = graph.NewStats(m.Prog)
 		start = time.Now()
 		for i := 0; i < g; i++ {
 			id := argmax(logits.Data)
@@ -259,10 +265,15 @@ func once(m *engine.Model, pool *ops.Pool, st *streamer, pred predictors.Predict
 		s.stream = (before + st.measure(3)) / 2
 	}
 	if g > 0 && len(m.Prog.Layers) > 0 {
+		st := &sess.Runner().Stats
 		for k := range m.Prog.Layers {
-			s.active += sess.Runner().Stats.ActiveFraction(m.Prog, k)
+			up, down := st.ReadFractions(m.Prog, k)
+			s.reads.Gate += st.ActiveFraction(m.Prog, k)
+			s.reads.Up += up
+			s.reads.Down += down
 		}
-		s.active /= float64(len(m.Prog.Layers))
+		n := float64(len(m.Prog.Layers))
+		s.reads = Reads{s.reads.Gate / n, s.reads.Up / n, s.reads.Down / n}
 	}
 	return s, nil
 }
@@ -274,28 +285,35 @@ func summary(m *engine.Model, pred predictors.Predictor, samples []sample, decod
 	if pred != nil {
 		r.Predictor = pred.Name()
 	}
-	var active, streams []float64
+	var streams []float64
+	var reads []Reads
 	for _, s := range samples {
 		r.TokensPerSec = append(r.TokensPerSec, s.tps)
 		if s.stream > 0 {
 			streams = append(streams, s.stream)
 		}
 		if decode && len(m.Prog.Layers) > 0 {
-			active = append(active, s.active)
+			reads = append(reads, s.reads)
 		}
 	}
 	r.Mean, r.SD, r.Median = summarize(r.TokensPerSec)
 	if !decode {
 		return r
 	}
-	fracs := make([]float64, len(m.Prog.Layers))
+	fracs := make([]Reads, len(m.Prog.Layers))
 	for k := range fracs {
-		fracs[k] = 1
+		fracs[k] = Reads{1, 1, 1}
 	}
-	if len(active) > 0 {
-		r.ActiveFrac = mean(active)
+	if len(reads) > 0 {
+		var mr Reads
+		for _, x := range reads {
+			mr.Gate += x.Gate / float64(len(reads))
+			mr.Up += x.Up / float64(len(reads))
+			mr.Down += x.Down / float64(len(reads))
+		}
+		r.ActiveFrac = mr.Gate
 		for k := range fracs {
-			fracs[k] = r.ActiveFrac
+			fracs[k] = mr
 		}
 	}
 	r.BytesPerToken = BytesPerToken(m.Prog, fracs, pred != nil && pred.Name() != "dense")
@@ -312,8 +330,9 @@ func summary(m *engine.Model, pred predictors.Predictor, samples []sample, decod
 
 // BytesPerToken counts the weight bytes one decode step reads: every weight
 // once (one row of an embedding table), except that a sparse FFN reads only
-// its active fraction of neuron rows, plus its predictor when one runs.
-func BytesPerToken(p *graph.Program, active []float64, sparse bool) float64 {
+// the shares reads[layer] of its neuron rows, plus its predictor when one
+// runs.
+func BytesPerToken(p *graph.Program, reads []Reads, sparse bool) float64 {
 	var total float64
 	seen := map[*ops.Weight]bool{}
 	for _, n := range p.Nodes {
@@ -337,7 +356,15 @@ func BytesPerToken(p *graph.Program, active []float64, sparse bool) float64 {
 						bytes = 0
 					}
 				} else if sparse && len(n.Layers) > 0 {
-					bytes *= active[n.FirstLayer]
+					f := reads[n.FirstLayer]
+					switch name {
+					case "up":
+						bytes *= f.Up
+					case "down":
+						bytes *= f.Down
+					default:
+						bytes *= f.Gate
+					}
 				}
 			}
 			total += bytes

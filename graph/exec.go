@@ -90,6 +90,7 @@ func (r *Runner) countDense(n *Node, rows int) {
 type Stats struct {
 	Tokens  []int64 // per entry of Program.Layers
 	Active  []int64
+	Skipped []ops.Skipped // predicted neurons' rows a decode step did not read
 	Predict time.Duration
 	Total   time.Duration
 }
@@ -102,11 +103,27 @@ func (s *Stats) ActiveFraction(p *Program, k int) float64 {
 	return float64(s.Active[k]) / float64(s.Tokens[k]) / float64(p.Layers[k].NFF)
 }
 
+// ReadFractions are the shares of layer k's up and down rows read per
+// token: ActiveFraction less the rows a decode step skipped.
+func (s *Stats) ReadFractions(p *Program, k int) (up, down float64) {
+	a := s.ActiveFraction(p, k)
+	if a == 0 || k >= len(s.Skipped) {
+		return a, a
+	}
+	per := float64(s.Tokens[k]) * float64(p.Layers[k].NFF)
+	return a - float64(s.Skipped[k].Up)/per, a - float64(s.Skipped[k].Down)/per
+}
+
+// NewStats makes empty statistics for p's layers.
+func NewStats(p *Program) Stats {
+	n := len(p.Layers)
+	return Stats{Tokens: make([]int64, n), Active: make([]int64, n), Skipped: make([]ops.Skipped, n)}
+}
+
 // NewRunner makes a runner for batches of p's sessions.
 func (p *Program) NewRunner(pool *ops.Pool) *Runner {
-	n := len(p.Layers)
-	return &Runner{p: p, pool: pool, plans: map[[2]int]*plan{}, Stats: Stats{Tokens: make([]int64, n), Active: make([]int64, n)},
-		scratch: make([][][]int32, n)}
+	return &Runner{p: p, pool: pool, plans: map[[2]int]*plan{}, Stats: NewStats(p),
+		scratch: make([][][]int32, len(p.Layers))}
 }
 
 // SetPredictor chooses the session's predictor for Forward.
@@ -220,6 +237,9 @@ func (r *Runner) Forward(seqs []*Session, tokens [][]int, all bool) (*ops.Tensor
 		c.Out = &f.out[i]
 		if n.Op.Sparse && (r.Predictor != nil || r.Observe != nil) {
 			c.Predict = r.predictFor(i)
+			if len(n.Layers) == 1 && n.FirstLayer < len(r.Stats.Skipped) {
+				c.Skipped = &r.Stats.Skipped[n.FirstLayer]
+			}
 		} else if n.Op.Sparse {
 			r.countDense(n, in[0].Rows)
 		}

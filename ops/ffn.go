@@ -4,6 +4,7 @@ import (
 	"math"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/pinfer/pinfer/ops/avx2"
 )
@@ -54,6 +55,7 @@ func FFNRow(pool *Pool, f *FFN, down *Matrix, x []float32, active []int32, out [
 // ffnCPU computes neurons ids (nil: all) for the T tokens of x; actives,
 // when given, are each token's own lists, whose union ids is.
 func ffnCPU(pool *Pool, f *FFN, down *Matrix, x []float32, T int, ids []int32, actives [][]int32, out []float32) {
+	predicted := ids != nil
 	if ids == nil {
 		ids = avx2.Iota(f.Gate.Rows)
 	}
@@ -61,7 +63,7 @@ func ffnCPU(pool *Pool, f *FFN, down *Matrix, x []float32, T int, ids []int32, a
 		return
 	}
 	j := ffnJobs.Get().(*ffnJob)
-	*j = ffnJob{f: f, down: down, x: x, T: T, ids: ids, parts: j.parts[:0], member: j.member[:0]}
+	*j = ffnJob{f: f, down: down, x: x, T: T, ids: ids, predicted: predicted, parts: j.parts[:0], member: j.member[:0]}
 	j.groupMembers(actives)
 	j.fast = fastType(f.Gate.Type) && (f.Up == nil || f.Up.Type == f.Gate.Type) && fastType(down.Type)
 	if j.fast {
@@ -98,7 +100,10 @@ type ffnJob struct {
 	T    int
 	ids  []int32
 	fast bool
-	a    *avx2.Acts
+	// predicted: ids are a predictor's choice, not every neuron, so rows
+	// whose output is zero may go unread (gatherUp, the down rows).
+	predicted bool
+	a         *avx2.Acts
 	// member, for a prefill over predicted neurons with a gated activation:
 	// per group of four tokens a bit per neuron, set when one of the four
 	// chose it (empty otherwise).
@@ -137,8 +142,14 @@ func (j *ffnJob) Run(lo, hi int) {
 		k := len(ids)
 		s.g, s.u = growF(s.g, T*k), growF(s.u, T*k)
 		j.gatherGate(s, ids)
+		skip := T == 1 && j.predicted && prefillSkip
 		if f.Up != nil {
 			j.gatherUp(s, ids)
+			if skip && f.Skipped != nil {
+				if _, gated := gateCut(f.Act, f.Threshold); gated {
+					atomic.AddInt64(&f.Skipped.Up, int64(k-len(s.rows)))
+				}
+			}
 		}
 		for t := 0; t < T; t++ {
 			g, u := s.g[t*k:(t+1)*k], s.u[t*k:(t+1)*k]
@@ -161,6 +172,13 @@ func (j *ffnJob) Run(lo, hi int) {
 			// given, so that dense decode stays the read of the whole file.
 			avx2.AxpyQ4_0T(s.acc, down.Cols, down.Data, down.Cols, ids, s.g, k, T, true)
 			continue
+		}
+		if skip {
+			n := k
+			ids, k = s.nonzero(ids)
+			if f.Skipped != nil {
+				atomic.AddInt64(&f.Skipped.Down, int64(n-k))
+			}
 		}
 		for t := 0; t < T; t++ {
 			axpyAny(j.fast, down, s.acc[t*down.Cols:(t+1)*down.Cols], ids, s.g[t*k:(t+1)*k])
@@ -226,14 +244,14 @@ func (j *ffnJob) gatherGate(s *ffnScratch, ids []int32) {
 
 // gatherUp sets s.u for neurons ids. Where the activation is zero whenever
 // the gate does not fire (relu, fatrelu, drelu), each group of four tokens
-// of a prefill reads only the up rows whose gate fired for one of them: the
-// others' up values would be multiplied by zero (they are set to 0).
-// Decode reads every row it is given, so that dense decode stays the read
-// of the whole file.
+// of a prefill, and a decode step over predicted neurons, reads only the up
+// rows whose gate fired for one of them: the others' up values would be
+// multiplied by zero (they are set to 0). Dense decode reads every row, so
+// that it stays the read of the whole file.
 func (j *ffnJob) gatherUp(s *ffnScratch, ids []int32) {
 	f, T, k := j.f, j.T, len(ids)
 	cut, gated := gateCut(f.Act, f.Threshold)
-	if !gated || !prefillSkip || T < 2 {
+	if !gated || !prefillSkip || (T < 2 && !j.predicted) {
 		gatherAll(j.fast, f.Up, s.u, ids, j.x, T, j.a)
 		return
 	}
@@ -271,8 +289,8 @@ func (j *ffnJob) gatherLive(s *ffnScratch, m *Matrix, dst []float32, k, t0 int, 
 		return
 	}
 	s.tmp = growF(s.tmp, n*r)
-	var a *avx2.Acts
-	if j.a != nil {
+	a := j.a
+	if a != nil && n < j.T {
 		s.sub = j.a.Tokens(t0, n)
 		a = &s.sub
 	}
@@ -283,6 +301,20 @@ func (j *ffnJob) gatherLive(s *ffnScratch, m *Matrix, dst []float32, k, t0 int, 
 			d[i] = s.tmp[t*r+q]
 		}
 	}
+}
+
+// nonzero drops the neurons of a one-token tile whose activation (s.g) is
+// zero: their down rows would add exact zeros. It returns the rest, with
+// s.g compacted alike.
+func (s *ffnScratch) nonzero(ids []int32) ([]int32, int) {
+	s.rows = s.rows[:0]
+	for i, id := range ids {
+		if s.g[i] != 0 {
+			s.g[len(s.rows)] = s.g[i]
+			s.rows = append(s.rows, id)
+		}
+	}
+	return s.rows, len(s.rows)
 }
 
 // prefillSkip lets a prefill skip rows (gatherUp's up rows, groupMembers'

@@ -84,7 +84,15 @@ type Ctx struct {
 	// OutRows, for a LastRows op, lists the input rows to compute, one per
 	// output row; nil means every row.
 	OutRows []int
+	// Skipped, for a Sparse op, counts the predicted neurons' rows a decode
+	// step did not read; nil: not counted.
+	Skipped *Skipped
 }
+
+// Skipped counts the up and down rows of predicted neurons that one-token
+// FFNs left unread, their output being zero (the gate did not fire, or the
+// activation is 0). Updated atomically: the pool's pieces add to it.
+type Skipped struct{ Up, Down int64 }
 
 // Row is one input row's place in its sequence.
 type Row struct {
@@ -120,8 +128,9 @@ type FFN struct {
 	GateBias  []float32 // nil if none
 	FC1, FC2  *Matrix   // PowerInfer's predictor, if the file has one
 	Act       string
-	Threshold float32 // FATReLU's threshold
-	PredCut   float32 // the predictor's score threshold
+	Threshold float32  // FATReLU's threshold
+	PredCut   float32  // the predictor's score threshold
+	Skipped   *Skipped // where a decode step counts the rows it skips; may be nil
 }
 
 var registry = map[string]*Op{}

@@ -131,6 +131,7 @@ func sparseFFN(c *Ctx) error {
 		sparseCalls.Put(sc)
 	}()
 	sc.f = sparseFFNOf(c.W, c.A)
+	sc.f.Skipped = c.Skipped
 	T := c.Out.Rows
 	var actives [][]int32
 	if c.Predict != nil {
