@@ -258,10 +258,12 @@ func TestBackendFFNBatch(t *testing.T) {
 }
 
 // A prefill skips the up rows whose gate fired for none of a group of four
-// tokens: each skipped product is an exact zero, so the output must match
-// the one that reads every up row up to the rounding of a different kernel
-// grouping the rows (a skipped firing neuron moves it by far more), for
-// each gated activation, with a gate bias or without.
+// tokens, and a decode step over predicted neurons (T=1) the up rows whose
+// gate did not fire and the down rows whose activation is zero: each
+// skipped product is an exact zero, so the output must match the one that
+// reads every row up to the rounding of a different kernel grouping the
+// rows (a skipped firing neuron moves it by far more), for each gated
+// activation, with a gate bias or without.
 func TestPrefillUpSkipExact(t *testing.T) {
 	rng := rand.New(rand.NewPCG(9, 10))
 	pool := NewPool(2)
