@@ -285,8 +285,8 @@ func TestPrefillUpSkipExact(t *testing.T) {
 				skip, all := make([]float32, T*d), make([]float32, T*d)
 				withFast(lv, func() {
 					FFNBatch(pool, f, down, x, T, actives, skip)
-					prefillSkip = false
-					defer func() { prefillSkip = true }()
+					skipRows = false
+					defer func() { skipRows = true }()
 					FFNBatch(pool, f, down, x, T, actives, all)
 				})
 				var scale float64

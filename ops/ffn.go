@@ -142,7 +142,7 @@ func (j *ffnJob) Run(lo, hi int) {
 		k := len(ids)
 		s.g, s.u = growF(s.g, T*k), growF(s.u, T*k)
 		j.gatherGate(s, ids)
-		skip := T == 1 && j.predicted && prefillSkip
+		skip := T == 1 && j.predicted && skipRows
 		if f.Up != nil {
 			j.gatherUp(s, ids)
 			if skip && f.Skipped != nil {
@@ -199,7 +199,7 @@ const prefillGroup = 4
 // brings its result closer to the dense one, as with the prompt's union.
 func (j *ffnJob) groupMembers(actives [][]int32) {
 	_, gated := gateCut(j.f.Act, j.f.Threshold)
-	if j.T < 2 || actives == nil || !gated || !prefillSkip {
+	if j.T < 2 || actives == nil || !gated || !skipRows {
 		return
 	}
 	words := (j.f.Gate.Rows + 63) / 64
@@ -251,7 +251,7 @@ func (j *ffnJob) gatherGate(s *ffnScratch, ids []int32) {
 func (j *ffnJob) gatherUp(s *ffnScratch, ids []int32) {
 	f, T, k := j.f, j.T, len(ids)
 	cut, gated := gateCut(f.Act, f.Threshold)
-	if !gated || !prefillSkip || (T < 2 && !j.predicted) {
+	if !gated || !skipRows || (T < 2 && !j.predicted) {
 		gatherAll(j.fast, f.Up, s.u, ids, j.x, T, j.a)
 		return
 	}
@@ -317,9 +317,11 @@ func (s *ffnScratch) nonzero(ids []int32) ([]int32, int) {
 	return s.rows, len(s.rows)
 }
 
-// prefillSkip lets a prefill skip rows (gatherUp's up rows, groupMembers'
-// gate rows); TestPrefillUpSkipExact clears it to compare.
-var prefillSkip = true
+// skipRows lets the FFN leave unread the rows whose products are zero: a
+// prefill's up rows and its groups' gate rows (gatherUp, groupMembers), a
+// decode step's up and down rows; TestPrefillUpSkipExact clears it to
+// compare.
+var skipRows = true
 
 // union merges sorted id lists; nil if any is nil (all neurons).
 func union(actives [][]int32, T, n int) []int32 {
