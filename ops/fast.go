@@ -112,15 +112,24 @@ func matMulFast(p *Pool, out []float32, m *Matrix, x []float32, T int) {
 	}
 	j := matJobs.Get().(*matJob)
 	*j = matJob{m: m, out: out, x: x, T: T, a: a, ids: ids, tile: tile}
-	p.Share(rows, sharePieces*p.Threads(), j)
+	p.Share(rows, pieces(p.Threads(), T), j)
 	*j = matJob{}
 	matJobs.Put(j)
 }
 
-// sharePieces is how many pieces per thread Pool.Share cuts a mat-vec or an
-// FFN into: enough that a late thread's share is small, few enough that
-// each piece still hands its kernel a long list of rows.
-const sharePieces = 4
+// pieces is how many pieces Pool.Share cuts a mat-vec or an FFN of T
+// tokens into. Several tokens: four per thread, enough that a late
+// thread's share is small, few enough that each piece still hands its
+// kernel a long list of rows. One token: one per thread, so that each
+// thread reads one contiguous range; in an in-process A/B of 7B decode it
+// was faster in 13 of 14 pairs, equal in the other (ops/avx2/NOTES.md),
+// and Share still lets one thread take both when the other is late.
+func pieces(threads, T int) int {
+	if T == 1 {
+		return threads
+	}
+	return 4 * threads
+}
 
 // matJob carries a matMulFast call to the workers; pooled, so that a call
 // allocates nothing.

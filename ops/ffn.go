@@ -73,7 +73,7 @@ func ffnCPU(pool *Pool, f *FFN, down *Matrix, x []float32, T int, ids []int32, a
 	// cold share of a hybrid FFN) cut 4x per thread is all overhead: each
 	// piece clears and leaves a partial sum of the whole output.
 	th := pool.Threads()
-	pool.Share(len(ids), max(th, min(sharePieces*th, T*len(ids)/ffnPieceRows)), j)
+	pool.Share(len(ids), max(th, min(pieces(th, T), T*len(ids)/ffnPieceRows)), j)
 	// Each piece summed into its own partial; add them up now, in the
 	// pieces' order, so that the result does not depend on timing, and
 	// split by columns over the threads (eight threads leave 32 partials).
