@@ -219,6 +219,18 @@ type sample struct {
 // less the rows whose output was zero (the gate did not fire).
 type Reads struct{ Gate, Up, Down float64 }
 
+// meanReads is the mean of rs (zero for none).
+func meanReads(rs []Reads) Reads {
+	var m Reads
+	n := float64(max(len(rs), 1))
+	for _, r := range rs {
+		m.Gate += r.Gate / n
+		m.Up += r.Up / n
+		m.Down += r.Down / n
+	}
+	return m
+}
+
 // once runs, after depth untimed tokens, a prompt of p tokens, then g
 // decode steps; with bracket, a decode is held between two streaming reads.
 func once(m *engine.Model, pool *ops.Pool, st *streamer, pred predictors.Predictor, depth, p, g int, bracket bool) (sample, error) {
@@ -265,15 +277,12 @@ func once(m *engine.Model, pool *ops.Pool, st *streamer, pred predictors.Predict
 		s.stream = (before + st.measure(3)) / 2
 	}
 	if g > 0 && len(m.Prog.Layers) > 0 {
-		st := &sess.Runner().Stats
-		for k := range m.Prog.Layers {
-			up, down := st.ReadFractions(m.Prog, k)
-			s.reads.Gate += st.ActiveFraction(m.Prog, k)
-			s.reads.Up += up
-			s.reads.Down += down
+		layers := make([]Reads, len(m.Prog.Layers))
+		for k := range layers {
+			l := &layers[k]
+			l.Gate, l.Up, l.Down = sess.Runner().Stats.ReadFractions(m.Prog, k)
 		}
-		n := float64(len(m.Prog.Layers))
-		s.reads = Reads{s.reads.Gate / n, s.reads.Up / n, s.reads.Down / n}
+		s.reads = meanReads(layers)
 	}
 	return s, nil
 }
@@ -305,12 +314,7 @@ func summary(m *engine.Model, pred predictors.Predictor, samples []sample, decod
 		fracs[k] = Reads{1, 1, 1}
 	}
 	if len(reads) > 0 {
-		var mr Reads
-		for _, x := range reads {
-			mr.Gate += x.Gate / float64(len(reads))
-			mr.Up += x.Up / float64(len(reads))
-			mr.Down += x.Down / float64(len(reads))
-		}
+		mr := meanReads(reads)
 		r.ActiveFrac = mr.Gate
 		for k := range fracs {
 			fracs[k] = mr

@@ -103,15 +103,16 @@ func (s *Stats) ActiveFraction(p *Program, k int) float64 {
 	return float64(s.Active[k]) / float64(s.Tokens[k]) / float64(p.Layers[k].NFF)
 }
 
-// ReadFractions are the shares of layer k's up and down rows read per
-// token: ActiveFraction less the rows a decode step skipped.
-func (s *Stats) ReadFractions(p *Program, k int) (up, down float64) {
+// ReadFractions are the shares of layer k's gate, up and down rows read
+// per token: ActiveFraction, less for up and down the rows a decode step
+// skipped.
+func (s *Stats) ReadFractions(p *Program, k int) (gate, up, down float64) {
 	a := s.ActiveFraction(p, k)
 	if a == 0 || k >= len(s.Skipped) {
-		return a, a
+		return a, a, a
 	}
 	per := float64(s.Tokens[k]) * float64(p.Layers[k].NFF)
-	return a - float64(s.Skipped[k].Up)/per, a - float64(s.Skipped[k].Down)/per
+	return a, a - float64(s.Skipped[k].Up)/per, a - float64(s.Skipped[k].Down)/per
 }
 
 // NewStats makes empty statistics for p's layers.

@@ -2,9 +2,10 @@ package ops
 
 import (
 	"fmt"
-	"github.com/pinfer/pinfer/ops/avx2"
 	"math"
 	"sync"
+
+	"github.com/pinfer/pinfer/ops/avx2"
 )
 
 // The built-in operators. Each is registered once with its shape rule; the
@@ -199,6 +200,15 @@ type kvCache struct {
 	k16, v16 []uint16
 }
 
+// newKVCache makes row r's cache: r.NCtx positions of kw keys and vw
+// values, of r.KV.
+func newKVCache(r Row, kw, vw int) *kvCache {
+	if r.KV == F16 {
+		return &kvCache{k16: make([]uint16, r.NCtx*kw), v16: make([]uint16, r.NCtx*vw)}
+	}
+	return &kvCache{k: make([]float32, r.NCtx*kw), v: make([]float32, r.NCtx*vw)}
+}
+
 // attnJob is one attention call's work over (row, head) pairs, recycled so
 // that a decode step allocates nothing here.
 type attnJob struct {
@@ -231,14 +241,10 @@ func attention(c *Ctx) error {
 			return fmt.Errorf("context is full: position %d, context %d", r.Pos, r.NCtx)
 		}
 		kv, _ := (*r.State).(*kvCache)
-		switch {
-		case kv != nil:
-		case r.KV == F16:
-			kv = &kvCache{k16: make([]uint16, r.NCtx*k.Cols), v16: make([]uint16, r.NCtx*v.Cols)}
-		default:
-			kv = &kvCache{k: make([]float32, r.NCtx*k.Cols), v: make([]float32, r.NCtx*v.Cols)}
+		if kv == nil {
+			kv = newKVCache(r, k.Cols, v.Cols)
+			*r.State = kv
 		}
-		*r.State = kv
 		if kv.k16 != nil {
 			EncodeF16(kv.k16[r.Pos*k.Cols:][:k.Cols], k.Row(t))
 			EncodeF16(kv.v16[r.Pos*v.Cols:][:v.Cols], v.Row(t))

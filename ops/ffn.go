@@ -142,13 +142,10 @@ func (j *ffnJob) Run(lo, hi int) {
 		k := len(ids)
 		s.g, s.u = growF(s.g, T*k), growF(s.u, T*k)
 		j.gatherGate(s, ids)
-		skip := T == 1 && j.predicted && skipRows
+		decodeSkip := T == 1 && j.predicted && skipRows
 		if f.Up != nil {
-			j.gatherUp(s, ids)
-			if skip && f.Skipped != nil {
-				if _, gated := gateCut(f.Act, f.Threshold); gated {
-					atomic.AddInt64(&f.Skipped.Up, int64(k-len(s.rows)))
-				}
+			if unread := j.gatherUp(s, ids); decodeSkip && f.Skipped != nil {
+				atomic.AddInt64(&f.Skipped.Up, int64(unread))
 			}
 		}
 		for t := 0; t < T; t++ {
@@ -173,7 +170,7 @@ func (j *ffnJob) Run(lo, hi int) {
 			avx2.AxpyQ4_0T(s.acc, down.Cols, down.Data, down.Cols, ids, s.g, k, T, true)
 			continue
 		}
-		if skip {
+		if decodeSkip {
 			n := k
 			ids, k = s.nonzero(ids)
 			if f.Skipped != nil {
@@ -247,13 +244,14 @@ func (j *ffnJob) gatherGate(s *ffnScratch, ids []int32) {
 // of a prefill, and a decode step over predicted neurons, reads only the up
 // rows whose gate fired for one of them: the others' up values would be
 // multiplied by zero (they are set to 0). Dense decode reads every row, so
-// that it stays the read of the whole file.
-func (j *ffnJob) gatherUp(s *ffnScratch, ids []int32) {
+// that it stays the read of the whole file. It returns how many of the
+// groups' up rows it left unread.
+func (j *ffnJob) gatherUp(s *ffnScratch, ids []int32) (unread int) {
 	f, T, k := j.f, j.T, len(ids)
 	cut, gated := gateCut(f.Act, f.Threshold)
 	if !gated || !skipRows || (T < 2 && !j.predicted) {
 		gatherAll(j.fast, f.Up, s.u, ids, j.x, T, j.a)
-		return
+		return 0
 	}
 	for t0 := 0; t0 < T; t0 += prefillGroup {
 		s.live, s.rows = s.live[:0], s.rows[:0]
@@ -270,7 +268,9 @@ func (j *ffnJob) gatherUp(s *ffnScratch, ids []int32) {
 			}
 		}
 		j.gatherLive(s, f.Up, s.u, k, t0, 0)
+		unread += k - len(s.rows)
 	}
+	return unread
 }
 
 // gatherLive sets, for the group of tokens from t0, dst's entries (token

@@ -19,44 +19,46 @@
 	ADDQ    SI, DI          \
 	MOVQ    DI, slot(SP)
 
-// ROWS4(short) starts a step over the four rows rows[k..k+3] (k in R12):
-// to short when fewer are left, else their addresses in AX, DX, R13, R14,
-// R9 the last valid k and the rows eight ahead's addresses at 0-24(SP).
-// Every kernel that reads it has the frame (_, w, stride, rows, n, ...).
-#define ROWS4(short) \
+// ROWSTART(cnt, short) goes to short when fewer than cnt rows are left
+// from k (R12), else loads the row ids, weights and stride (R8, SI, BX),
+// with R9 the row count. Every kernel that reads it has the frame (_, w,
+// stride, rows, n, ...).
+#define ROWSTART(cnt, short) \
 	MOVQ n+32(FP), R9       \
-	LEAQ 4(R12), BX         \
+	LEAQ cnt(R12), BX       \
 	CMPQ BX, R9             \
 	JGT  short              \
 	MOVQ rows+24(FP), R8    \
 	MOVQ w+8(FP), SI        \
-	MOVQ stride+16(FP), BX  \
-	ROWPTR(0, R12, AX)      \
-	ROWPTR(1, R12, DX)      \
-	ROWPTR(2, R12, R13)     \
-	ROWPTR(3, R12, R14)     \
-	DECQ R9                 \
+	MOVQ stride+16(FP), BX
+
+// PFAHEAD4 stores the addresses of the rows eight to eleven ahead at
+// 0-24(SP) (R9 the last valid k).
+#define PFAHEAD4 \
 	PFPTR(8, 0)             \
 	PFPTR(9, 8)             \
 	PFPTR(10, 16)           \
 	PFPTR(11, 24)
 
+// ROWS4(short) starts a step over the four rows rows[k..k+3] (k in R12):
+// to short when fewer are left, else their addresses in AX, DX, R13, R14,
+// R9 the last valid k and the rows eight ahead's addresses at 0-24(SP).
+#define ROWS4(short) \
+	ROWSTART(4, short)      \
+	ROWPTR(0, R12, AX)      \
+	ROWPTR(1, R12, DX)      \
+	ROWPTR(2, R12, R13)     \
+	ROWPTR(3, R12, R14)     \
+	DECQ R9                 \
+	PFAHEAD4
+
 // ROWS8(short) is ROWS4 for the eight rows rows[k..k+7]: their addresses
 // in AX, DX, R13, R14, R15, R9, DI, R12 (so k is kept at 64(SP)), the rows
 // eight ahead's at 0-56(SP).
 #define ROWS8(short) \
-	MOVQ n+32(FP), R9       \
-	LEAQ 8(R12), BX         \
-	CMPQ BX, R9             \
-	JGT  short              \
-	MOVQ rows+24(FP), R8    \
-	MOVQ w+8(FP), SI        \
-	MOVQ stride+16(FP), BX  \
+	ROWSTART(8, short)      \
 	DECQ R9                 \
-	PFPTR(8, 0)             \
-	PFPTR(9, 8)             \
-	PFPTR(10, 16)           \
-	PFPTR(11, 24)           \
+	PFAHEAD4                \
 	PFPTR(12, 32)           \
 	PFPTR(13, 40)           \
 	PFPTR(14, 48)           \
@@ -97,9 +99,7 @@
 // about three times rather than twice as the steps pass it: decode gained
 // 2-6% (ops/avx2/NOTES.md), as if some prefetches were dropped.
 #define PF3(slot, off, r) \
-	MOVQ       slot(SP), r   \
-	PREFETCHT1 (r)(off*1)    \
-	PREFETCHT1 64(r)(off*1)  \
+	PF2(slot, off, r)        \
 	PREFETCHT1 128(r)(off*1)
 
 // PACKD leaves the f16 scales of the four rows' blocks at CX (rows in AX,
