@@ -87,7 +87,11 @@ func Run(m *engine.Model, o Options) (*Report, error) {
 		rep.SizeBytes += int64(t.Size)
 		rep.Params += int64(t.Elems())
 	}
-	st := newStreamer(pool)
+	st, err := newStreamer(pool)
+	if err != nil {
+		return nil, err
+	}
+	defer st.close()
 	// Modes that run on the CPU alone are measured together, a repetition
 	// of each in turn, so that the host's drift over the run (its streaming
 	// read moves by half within minutes) touches them alike. A GPU mode

@@ -1,8 +1,10 @@
 package bench
 
 import (
+	"fmt"
 	"sort"
 	"time"
+	"unsafe"
 
 	"github.com/pinfer/pinfer/internal/hugepage"
 	"github.com/pinfer/pinfer/ops"
@@ -14,19 +16,23 @@ import (
 // A shared machine's bandwidth drifts by tens of percent within a minute, so
 // bench measures it next to every decode repetition rather than once.
 type streamer struct {
-	pool *ops.Pool
-	buf  []float32
+	pool  *ops.Pool
+	buf   []float32
+	close func()
 }
 
-func newStreamer(pool *ops.Pool) *streamer {
-	buf := make([]float32, (512<<20)/4)
-	// The same pages as the weights get (gguf maps them advised), so the
-	// bound is not the weaker read of a buffer in 4 KB pages.
-	hugepage.Advise(buf)
+func newStreamer(pool *ops.Pool) (*streamer, error) {
+	// Huge pages, as the weights get (gguf maps them advised), so the bound
+	// is not the weaker read of a buffer in 4 KB pages.
+	raw, free, err := hugepage.Alloc(512<<20, true)
+	if err != nil {
+		return nil, fmt.Errorf("bench: stream buffer: %w", err)
+	}
+	buf := unsafe.Slice((*float32)(unsafe.Pointer(&raw[0])), len(raw)/4)
 	for i := range buf {
 		buf[i] = float32(i & 7)
 	}
-	return &streamer{pool: pool, buf: buf}
+	return &streamer{pool: pool, buf: buf, close: free}, nil
 }
 
 // measure returns the median of passes reads of the buffer, in GB/s.

@@ -52,3 +52,45 @@ func Uncache(path string) error {
 	defer f.Close()
 	return unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED)
 }
+
+// Alloc maps n zeroed bytes of anonymous memory at a 2 MB boundary, in huge
+// pages if huge (where the kernel has them) or held to 4 KB pages if not.
+// A buffer carved from the Go heap gets huge pages only where its 2 MB
+// ranges were never touched before: a benchmark's stream buffer made after
+// half a gigabyte of matrices came back in 4 KB pages and read 25% slower.
+// free unmaps it; the memory must hold no Go pointers.
+func Alloc(n int, huge bool) (b []byte, free func(), err error) {
+	if n <= 0 {
+		return nil, func() {}, nil
+	}
+	p, mapped, err := Reserve(n, unix.PROT_READ|unix.PROT_WRITE)
+	if err != nil {
+		return nil, nil, err
+	}
+	b = unsafe.Slice((*byte)(p), n)
+	advise(b, huge)
+	return b, func() { _ = unix.MunmapPtr(p, mapped) }, nil
+}
+
+// Reserve maps n bytes (mapped: n rounded up to a page) of private
+// anonymous memory with protection prot, starting on a 2 MB boundary so
+// that every whole 2 MB of it can be one huge page. gguf puts a file's map
+// over such a reservation.
+func Reserve(n int, prot int) (p unsafe.Pointer, mapped uintptr, err error) {
+	page := uintptr(os.Getpagesize())
+	mapped = (uintptr(n) + page - 1) &^ (page - 1)
+	span := mapped + Size
+	res, err := unix.MmapPtr(-1, 0, nil, span, prot, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		return nil, 0, err
+	}
+	head := -uintptr(res) & (Size - 1)
+	if head > 0 {
+		_ = unix.MunmapPtr(res, head)
+	}
+	p = unsafe.Add(res, head)
+	if tail := span - head - mapped; tail > 0 {
+		_ = unix.MunmapPtr(unsafe.Add(p, mapped), tail)
+	}
+	return p, mapped, nil
+}

@@ -10,3 +10,6 @@ func Share([]byte) (float64, bool) { return 0, false }
 
 // Uncache does nothing where the page cache is not advised.
 func Uncache(string) error { return nil }
+
+// Alloc is a plain Go allocation where pages are not advised.
+func Alloc(n int, _ bool) ([]byte, func(), error) { return make([]byte, n), func() {}, nil }

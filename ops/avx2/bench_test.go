@@ -9,6 +9,7 @@ import (
 	"slices"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/pinfer/pinfer/internal/hugepage"
 )
@@ -34,6 +35,7 @@ var benchPcts = []int{10, 20, 50, 100}
 type benchMat struct {
 	k      kind
 	layers [][]byte
+	free   func()
 }
 
 var benchCache *benchMat
@@ -48,19 +50,24 @@ func benchMatrix(k kind) *benchMat {
 	if benchCache != nil && benchCache.k == k {
 		return benchCache
 	}
-	benchCache = nil
-	benchCache = &benchMat{k: k, layers: benchLayers(k, benchHuge)}
+	if benchCache != nil {
+		benchCache.free()
+	}
+	layers, free := benchLayers(k, benchHuge)
+	benchCache = &benchMat{k: k, layers: layers, free: free}
 	return benchCache
 }
 
-func benchLayers(k kind, huge bool) [][]byte {
+// benchLayers returns the layers and the func that frees them.
+func benchLayers(k kind, huge bool) ([][]byte, func()) {
 	rb := k.rowBytes(benchCols)
 	size := rb * benchRows
+	n := (benchSpan + size - 1) / size
+	all, free := benchAlloc(n*size, huge)
 	var layers [][]byte
 	r := rand.New(rand.NewPCG(11, uint64(k)))
-	for range (benchSpan + size - 1) / size {
-		w := make([]byte, size)
-		setPages(w, huge)
+	for l := range n {
+		w := all[l*size : (l+1)*size : (l+1)*size]
 		for i := 0; i+8 <= len(w); i += 8 {
 			binary.LittleEndian.PutUint64(w[i:], r.Uint64())
 		}
@@ -85,7 +92,7 @@ func benchLayers(k kind, huge bool) [][]byte {
 		}
 		layers = append(layers, w)
 	}
-	return layers
+	return layers, free
 }
 
 // benchRowSet returns benchSets sorted random sets of pct% of the rows.
@@ -177,7 +184,8 @@ func BenchmarkAxpy(b *testing.B) {
 
 // BenchmarkStream is the ceiling: a plain sequential read of 256 MB.
 func BenchmarkStream(b *testing.B) {
-	a := streamBuf(benchHuge)
+	a, free := streamBuf(benchHuge)
+	defer free()
 	var sink float32
 	withPath(b, 256<<20, func(b *testing.B) {
 		for b.Loop() {
@@ -187,23 +195,25 @@ func BenchmarkStream(b *testing.B) {
 	_ = sink
 }
 
-// setPages gives a benchmark buffer huge pages, as gguf's map of a model
-// file gets them, or holds it to 4 KB pages, which show what TLB misses cost.
-func setPages[T any](b []T, huge bool) {
-	if huge {
-		hugepage.Advise(b)
-	} else {
-		hugepage.Refuse(b)
+// benchAlloc maps a benchmark's buffer in huge pages, as gguf's map of a
+// model file gets them, or in 4 KB pages, which show what TLB misses cost.
+// Not from the Go heap: a heap buffer made after other benchmarks' data came
+// back in 4 KB pages even when advised, and the stream read 25% slower.
+func benchAlloc(n int, huge bool) ([]byte, func()) {
+	b, free, err := hugepage.Alloc(n, huge)
+	if err != nil {
+		panic(err)
 	}
+	return b, free
 }
 
-func streamBuf(huge bool) []float32 {
-	a := make([]float32, 256<<20/4)
-	setPages(a, huge)
+func streamBuf(huge bool) ([]float32, func()) {
+	raw, free := benchAlloc(256<<20, huge)
+	a := unsafe.Slice((*float32)(unsafe.Pointer(&raw[0])), len(raw)/4)
 	for i := range a {
 		a[i] = float32(i & 255)
 	}
-	return a
+	return a, free
 }
 
 // BenchmarkPages holds huge pages against 4 KB pages in one run: calls
@@ -227,12 +237,20 @@ func BenchmarkPages(b *testing.B) {
 		b.ReportMetric(t[1].Seconds()/t[0].Seconds(), "huge/4k")
 	}
 	b.Run("stream", func(b *testing.B) {
-		bufs := [2][]float32{streamBuf(true), streamBuf(false)}
+		hugeBuf, free1 := streamBuf(true)
+		smallBuf, free2 := streamBuf(false)
+		defer free1()
+		defer free2()
+		bufs := [2][]float32{hugeBuf, smallBuf}
 		var sink float32
 		ab(b, 256<<20, func(huge bool) { sink += Sum(bufs[map[bool]int{true: 0, false: 1}[huge]]) })
 		_ = sink
 	})
-	layers := [2][][]byte{benchLayers(kQ4, true), benchLayers(kQ4, false)}
+	hugeLayers, free1 := benchLayers(kQ4, true)
+	smallLayers, free2 := benchLayers(kQ4, false)
+	defer free1()
+	defer free2()
+	layers := [2][][]byte{hugeLayers, smallLayers}
 	r := rand.New(rand.NewPCG(2, 2))
 	x := randVec(r, benchCols)
 	xq := make([]byte, benchCols/32*34)
@@ -363,8 +381,8 @@ func BenchmarkLatency(b *testing.B) {
 	perm := rand.New(rand.NewPCG(5, 5)).Perm(lines)
 	for _, huge := range []bool{true, false} {
 		b.Run(map[bool]string{true: "huge", false: "4k"}[huge], func(b *testing.B) {
-			buf := make([]byte, benchSpan)
-			setPages(buf, huge)
+			buf, free := benchAlloc(benchSpan, huge)
+			defer free()
 			for i := range lines {
 				binary.LittleEndian.PutUint32(buf[64*perm[i]:], uint32(perm[(i+1)%lines]))
 			}
