@@ -101,7 +101,10 @@ func TestAxpyQ4i8Model(t *testing.T) {
 	}
 	r := rand.New(rand.NewPCG(8, 8))
 	const nrows = 61
-	for _, cols := range []int{32, 64, 4096, 4128} {
+	// 544, 1024 and 1600 columns (17, 32 and 50 blocks): the records of a
+	// first sixteen, of whole sixteens made between blocks, of a last
+	// partial sixteen.
+	for _, cols := range []int{32, 64, 544, 1024, 1600, 4096, 4128} {
 		w := randMatrix(r, kQ4, nrows, cols, 1)
 		for _, n := range []int{8, 16, 21, 40, 61} {
 			ids := make([]int32, n)

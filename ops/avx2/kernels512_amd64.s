@@ -1124,55 +1124,200 @@ DATA i8rhi<>+48(SB)/8, $0x0000000000000007
 DATA i8rhi<>+56(SB)/8, $0x000000000000000f
 GLOBL i8rhi<>(SB), RODATA|NOPTR, $64
 
-// I8ROWS adds four rows' products with the block at CX to Z3 (bytes 0-15)
-// and Z4 (bytes 16-31): q is the rows' four int8 coefficients, a dword
-// broadcast from memory; the nibbles stay unsigned (the -8 is in Z3/Z4's
-// start value).
-#define I8ROWS(p0, p1, p2, p3, q) \
-	VMOVDQU       2(p0)(CX*1), X8         \
-	VINSERTI128   $1, 2(p1)(CX*1), Y8, Y8 \
-	VMOVDQU       2(p2)(CX*1), X9         \
-	VINSERTI128   $1, 2(p3)(CX*1), Y9, Y9 \
-	VINSERTI64X4  $1, Y9, Z8, Z8          \
-	VPERMB        Z8, Z30, Z8             \
-	VPSRLW        $4, Z8, Z9              \
-	VPANDD        Z31, Z8, Z8             \
-	VPANDD        Z31, Z9, Z9             \
-	VPDPBUSD.BCST q, Z8, Z3               \
-	VPDPBUSD.BCST q, Z9, Z4
+// I8ROWS adds four rows' products with block i of the sixteen at CX to
+// Z25 (bytes 0-15) and Z26 (bytes 16-31): q is the rows' four int8
+// coefficients, a dword broadcast from memory; the nibbles stay unsigned
+// (the -8 is in Z25/Z26's start value).
+#define I8ROWS(i, p0, p1, p2, p3, q) \
+	VMOVDQU64     (2+18*i)(p0)(CX*1), X28          \
+	VINSERTI32X4  $1, (2+18*i)(p1)(CX*1), Y28, Y28 \
+	VMOVDQU64     (2+18*i)(p2)(CX*1), X29          \
+	VINSERTI32X4  $1, (2+18*i)(p3)(CX*1), Y29, Y29 \
+	VINSERTI64X4  $1, Y29, Z28, Z28                \
+	VPERMB        Z28, Z30, Z28                    \
+	VPSRLW        $4, Z28, Z29                     \
+	VPANDD        Z31, Z28, Z28                    \
+	VPANDD        Z31, Z29, Z29                    \
+	VPDPBUSD.BCST q, Z28, Z25                      \
+	VPDPBUSD.BCST q, Z29, Z26
 
-// PFS prefetches the line at CX of the row whose address is at slot(SP).
-#define PFS(slot) \
+// I8BLK: y (R10) += s·Σ q·(nibble-8) over the eight rows for block i of
+// the sixteen at CX, its record at i*16(BX).
+#define I8BLK(i) \
+	VPBROADCASTD (16*i+12)(BX), Z25                \
+	VMOVDQA64    Z25, Z26                          \
+	I8ROWS(i, AX, DX, R13, R14, (16*i)(BX))        \
+	I8ROWS(i, R15, R9, DI, R12, (16*i+4)(BX))      \
+	VCVTDQ2PS    Z25, Z25                          \
+	VCVTDQ2PS    Z26, Z26                          \
+	VBROADCASTSS (16*i+8)(BX), Z27                 \
+	VFMADD213PS  (128*i)(R10), Z27, Z25            \
+	VFMADD213PS  (128*i+64)(R10), Z27, Z26         \
+	VMOVUPS      Z25, (128*i)(R10)                 \
+	VMOVUPS      Z26, (128*i+64)(R10)
+
+// PF8 prefetches the line at off+CX of each row eight ahead (addresses at
+// 0-56(SP)): five of them cover a row's sixteen blocks.
+#define PFL(slot, off) \
 	MOVQ       slot(SP), SI \
-	PREFETCHT1 (SI)(CX*1)
+	PREFETCHT1 off(SI)(CX*1)
 
-// I8D sets zd to row p's coef (at r*4(R10)) times the f16 scales of the
-// sixteen blocks at CX.
-#define I8D(p, r, zd) \
-	VMOVDQU64   (p)(CX*1), Z8              \
-	VPERMT2W    64(p)(CX*1), Z24, Z8       \
-	VMOVDQU64   144(p)(CX*1), Z10          \
-	VPERMT2W    208(p)(CX*1), Z23, Z10     \
-	VMOVDQU16   Z10, K1, Z8                \
-	VCVTPH2PS   Y8, zd                     \
-	VMULPS.BCST (r*4)(R10), zd, zd
+#define PF8(off) \
+	PFL(0, off)  \
+	PFL(8, off)  \
+	PFL(16, off) \
+	PFL(24, off) \
+	PFL(32, off) \
+	PFL(40, off) \
+	PFL(48, off) \
+	PFL(56, off)
+
+// The records of sixteen blocks at off+CX, in steps that the second pass
+// can take between its blocks. I8D sets zd to row p's coef (at r*4(R8))
+// times the rows' f16 scales.
+#define I8D(off, p, r, zd) \
+	VMOVDQU64   off(p)(CX*1), Z8             \
+	VPERMT2W    (off+64)(p)(CX*1), Z24, Z8   \
+	VMOVDQU64   (off+144)(p)(CX*1), Z10      \
+	VPERMT2W    (off+208)(p)(CX*1), Z23, Z10 \
+	VMOVDQU16   Z10, K1, Z8                  \
+	VCVTPH2PS   Y8, zd                       \
+	VMULPS.BCST (r*4)(R8), zd, zd
+
+// I8SCALE: s (Z12) and 127/max|c·d| (Z13) per block.
+#define I8SCALE \
+	VPANDD.BCST  absmask<>(SB), Z0, Z12 \
+	VPANDD.BCST  absmask<>(SB), Z1, Z13 \
+	VMAXPS       Z13, Z12, Z12          \
+	VPANDD.BCST  absmask<>(SB), Z2, Z13 \
+	VMAXPS       Z13, Z12, Z12          \
+	VPANDD.BCST  absmask<>(SB), Z3, Z13 \
+	VMAXPS       Z13, Z12, Z12          \
+	VPANDD.BCST  absmask<>(SB), Z4, Z13 \
+	VMAXPS       Z13, Z12, Z12          \
+	VPANDD.BCST  absmask<>(SB), Z5, Z13 \
+	VMAXPS       Z13, Z12, Z12          \
+	VPANDD.BCST  absmask<>(SB), Z6, Z13 \
+	VMAXPS       Z13, Z12, Z12          \
+	VPANDD.BCST  absmask<>(SB), Z7, Z13 \
+	VMAXPS       Z13, Z12, Z12          \
+	VMAXPS.BCST  tiny<>(SB), Z12, Z12   \
+	VBROADCASTSS f127<>(SB), Z13        \
+	VDIVPS       Z12, Z13, Z13          \
+	VMULPS.BCST  inv127<>(SB), Z12, Z12
+
+// I8QUANT rounds the eight rows' c·d to int32 q.
+#define I8QUANT \
+	VMULPS    Z13, Z0, Z0 \
+	VMULPS    Z13, Z1, Z1 \
+	VMULPS    Z13, Z2, Z2 \
+	VMULPS    Z13, Z3, Z3 \
+	VMULPS    Z13, Z4, Z4 \
+	VMULPS    Z13, Z5, Z5 \
+	VMULPS    Z13, Z6, Z6 \
+	VMULPS    Z13, Z7, Z7 \
+	VCVTPS2DQ Z0, Z0      \
+	VCVTPS2DQ Z1, Z1      \
+	VCVTPS2DQ Z2, Z2      \
+	VCVTPS2DQ Z3, Z3      \
+	VCVTPS2DQ Z4, Z4      \
+	VCVTPS2DQ Z5, Z5      \
+	VCVTPS2DQ Z6, Z6      \
+	VCVTPS2DQ Z7, Z7
+
+// I8CORR: -8·Σq (Z14).
+#define I8CORR \
+	VPADDD Z1, Z0, Z14   \
+	VPADDD Z3, Z2, Z15   \
+	VPADDD Z5, Z4, Z16   \
+	VPADDD Z7, Z6, Z11   \
+	VPADDD Z15, Z14, Z14 \
+	VPADDD Z11, Z16, Z16 \
+	VPADDD Z16, Z14, Z14 \
+	VPSLLD $3, Z14, Z14  \
+	VPXORD Z15, Z15, Z15 \
+	VPSUBD Z14, Z15, Z14
+
+// I8PACK1: q as bytes, rows 0-3 in the lanes of Z0, rows 4-7 in Z4.
+#define I8PACK1 \
+	VPMOVDB      Z0, X0          \
+	VPMOVDB      Z1, X1          \
+	VPMOVDB      Z2, X2          \
+	VPMOVDB      Z3, X3          \
+	VPMOVDB      Z4, X4          \
+	VPMOVDB      Z5, X5          \
+	VPMOVDB      Z6, X6          \
+	VPMOVDB      Z7, X7          \
+	VINSERTI32X4 $1, X1, Z0, Z0  \
+	VINSERTI32X4 $2, X2, Z0, Z0  \
+	VINSERTI32X4 $3, X3, Z0, Z0  \
+	VINSERTI32X4 $1, X5, Z4, Z4  \
+	VINSERTI32X4 $2, X6, Z4, Z4  \
+	VINSERTI32X4 $3, X7, Z4, Z4
+
+// I8PACK2 interleaves them with s and -8·Σq into the blocks' 16-byte
+// records (Z5, Z0, Z6, Z1: four blocks each).
+#define I8PACK2 \
+	VMOVDQA64 Z0, Z1          \
+	VPERMT2B  Z4, Z22, Z0     \
+	VPERMT2B  Z4, Z21, Z1     \
+	VMOVDQA64 Z12, Z2         \
+	VPERMT2D  Z14, Z20, Z2    \
+	VMOVDQA64 Z12, Z3         \
+	VPERMT2D  Z14, Z19, Z3    \
+	VMOVDQA64 Z0, Z5          \
+	VPERMT2Q  Z2, Z18, Z5     \
+	VPERMT2Q  Z2, Z17, Z0     \
+	VMOVDQA64 Z1, Z6          \
+	VPERMT2Q  Z3, Z18, Z6     \
+	VPERMT2Q  Z3, Z17, Z1
+
+#define I8STORE(roff) \
+	VMOVDQU64 Z5, roff(BX)       \
+	VMOVDQU64 Z0, (roff+64)(BX)  \
+	VMOVDQU64 Z6, (roff+128)(BX) \
+	VMOVDQU64 Z1, (roff+192)(BX)
+
+// I8SIXTEEN is the second pass over the sixteen blocks at CX, with the
+// five prefetches of each row eight ahead spread over them.
+#define I8SIXTEEN \
+	I8BLK(0)  \
+	PF8(0)    \
+	I8BLK(1)  \
+	I8BLK(2)  \
+	I8BLK(3)  \
+	PF8(64)   \
+	I8BLK(4)  \
+	I8BLK(5)  \
+	I8BLK(6)  \
+	PF8(128)  \
+	I8BLK(7)  \
+	I8BLK(8)  \
+	I8BLK(9)  \
+	PF8(192)  \
+	I8BLK(10) \
+	I8BLK(11) \
+	I8BLK(12) \
+	PF8(256)  \
+	I8BLK(13) \
+	I8BLK(14) \
+	I8BLK(15)
 
 // func axpyQ4i8(y *float32, w *byte, stride int, rows *int32, n int, coef *float32, nblk int, rec *byte)
 // Eight rows at a time, n a multiple of 8. Per block, the eight products
 // coef·d are quantized to int8 with one scale s (max |coef·d| / 127), so
 // that VPDPBUSD sums four rows' weights per lane in integers and y gains
 // s·Σ once per eight rows: a quarter of the f32 axpy's vector work, at the
-// precision of the q8_0 activations the mat-vecs use. A first pass over
-// the blocks writes each one's record to rec (nblk·16 bytes: the eight q,
-// s, and -8·Σq); the second sums. In one loop the second waited on the
-// first's long chain of shuffles and ran no faster than the f32 axpy.
+// precision of the q8_0 activations the mat-vecs use. Each block's record
+// (the eight q, s, and -8·Σq; 16 bytes at rec) is made before the second
+// pass sums it. The records of the first sixteen blocks (and of those past
+// the last whole sixteen) are made first; those of the next sixteen are
+// made between the blocks of the second pass over the current ones. Made
+// all at once, the records had held up the second pass and the memory
+// reads behind it: ops/avx2/NOTES.md.
 TEXT ·axpyQ4i8(SB), NOSPLIT, $80-64
 	VMOVDQU64    i8perm<>(SB), Z30
 	VPBROADCASTD nib4<>(SB), Z31
-	VPBROADCASTD absmask<>(SB), Z29
-	VBROADCASTSS tiny<>(SB), Z28
-	VBROADCASTSS f127<>(SB), Z27
-	VBROADCASTSS inv127<>(SB), Z26
 	VMOVDQU64    i8dlo<>(SB), Z24
 	VMOVDQU64    i8dhi<>(SB), Z23
 	VMOVDQU64    i8qlo<>(SB), Z22
@@ -1187,112 +1332,39 @@ TEXT ·axpyQ4i8(SB), NOSPLIT, $80-64
 
 i8loop:
 	ROWS8(i8done)
-	MOVQ coef+40(FP), R10
+	MOVQ coef+40(FP), R8
 	MOVQ 64(SP), BX
-	LEAQ (R10)(BX*4), R10
+	LEAQ (R8)(BX*4), R8
 	MOVQ rec+56(FP), BX
-	MOVQ nblk+48(FP), R11
 	XORQ CX, CX
-
-	// First pass: the blocks' records, sixteen blocks at a time, then one
-	// at a time. It reads every line of the eight rows into L1; the second
-	// pass prefetches the next eight.
-i8chunk:
+	MOVQ nblk+48(FP), R11
 	CMPQ R11, $16
 	JLT  i8tail
-	I8D(AX, 0, Z0)
-	I8D(DX, 1, Z1)
-	I8D(R13, 2, Z2)
-	I8D(R14, 3, Z3)
-	I8D(R15, 4, Z4)
-	I8D(R9, 5, Z5)
-	I8D(DI, 6, Z6)
-	I8D(R12, 7, Z7)
-	// s (Z12) and 127/max|c| (Z13) per block
-	VPANDD       Z29, Z0, Z12
-	VPANDD       Z29, Z1, Z13
-	VMAXPS       Z13, Z12, Z12
-	VPANDD       Z29, Z2, Z13
-	VMAXPS       Z13, Z12, Z12
-	VPANDD       Z29, Z3, Z13
-	VMAXPS       Z13, Z12, Z12
-	VPANDD       Z29, Z4, Z13
-	VMAXPS       Z13, Z12, Z12
-	VPANDD       Z29, Z5, Z13
-	VMAXPS       Z13, Z12, Z12
-	VPANDD       Z29, Z6, Z13
-	VMAXPS       Z13, Z12, Z12
-	VPANDD       Z29, Z7, Z13
-	VMAXPS       Z13, Z12, Z12
-	VMAXPS       Z28, Z12, Z12
-	VDIVPS       Z12, Z27, Z13
-	VMULPS       Z26, Z12, Z12
-	VMULPS       Z13, Z0, Z0
-	VMULPS       Z13, Z1, Z1
-	VMULPS       Z13, Z2, Z2
-	VMULPS       Z13, Z3, Z3
-	VMULPS       Z13, Z4, Z4
-	VMULPS       Z13, Z5, Z5
-	VMULPS       Z13, Z6, Z6
-	VMULPS       Z13, Z7, Z7
-	VCVTPS2DQ    Z0, Z0
-	VCVTPS2DQ    Z1, Z1
-	VCVTPS2DQ    Z2, Z2
-	VCVTPS2DQ    Z3, Z3
-	VCVTPS2DQ    Z4, Z4
-	VCVTPS2DQ    Z5, Z5
-	VCVTPS2DQ    Z6, Z6
-	VCVTPS2DQ    Z7, Z7
-	// -8·Σq (Z14)
-	VPADDD       Z1, Z0, Z14
-	VPADDD       Z3, Z2, Z15
-	VPADDD       Z5, Z4, Z16
-	VPADDD       Z7, Z6, Z25
-	VPADDD       Z15, Z14, Z14
-	VPADDD       Z25, Z16, Z16
-	VPADDD       Z16, Z14, Z14
-	VPSLLD       $3, Z14, Z14
-	VPXORD       Z15, Z15, Z15
-	VPSUBD       Z14, Z15, Z14
-	// q as bytes: rows 0-3 in the lanes of Z0, rows 4-7 in those of Z4
-	VPMOVDB      Z0, X0
-	VPMOVDB      Z1, X1
-	VPMOVDB      Z2, X2
-	VPMOVDB      Z3, X3
-	VPMOVDB      Z4, X4
-	VPMOVDB      Z5, X5
-	VPMOVDB      Z6, X6
-	VPMOVDB      Z7, X7
-	VINSERTI32X4 $1, X1, Z0, Z0
-	VINSERTI32X4 $2, X2, Z0, Z0
-	VINSERTI32X4 $3, X3, Z0, Z0
-	VINSERTI32X4 $1, X5, Z4, Z4
-	VINSERTI32X4 $2, X6, Z4, Z4
-	VINSERTI32X4 $3, X7, Z4, Z4
-	VMOVDQA64    Z0, Z1
-	VPERMT2B     Z4, Z22, Z0
-	VPERMT2B     Z4, Z21, Z1
-	VMOVDQA64    Z12, Z2
-	VPERMT2D     Z14, Z20, Z2
-	VMOVDQA64    Z12, Z3
-	VPERMT2D     Z14, Z19, Z3
-	VMOVDQA64    Z0, Z5
-	VPERMT2Q     Z2, Z18, Z5
-	VPERMT2Q     Z2, Z17, Z0
-	VMOVDQA64    Z1, Z6
-	VPERMT2Q     Z3, Z18, Z6
-	VPERMT2Q     Z3, Z17, Z1
-	VMOVDQU64    Z5, (BX)
-	VMOVDQU64    Z0, 64(BX)
-	VMOVDQU64    Z6, 128(BX)
-	VMOVDQU64    Z1, 192(BX)
-	ADDQ         $288, CX
-	ADDQ         $256, BX
-	SUBQ         $16, R11
-	JMP          i8chunk
+	I8D(0, AX, 0, Z0)
+	I8D(0, DX, 1, Z1)
+	I8D(0, R13, 2, Z2)
+	I8D(0, R14, 3, Z3)
+	I8D(0, R15, 4, Z4)
+	I8D(0, R9, 5, Z5)
+	I8D(0, DI, 6, Z6)
+	I8D(0, R12, 7, Z7)
+	I8SCALE
+	I8QUANT
+	I8CORR
+	I8PACK1
+	I8PACK2
+	I8STORE(0)
 
+	// The records past the last whole sixteen blocks, one at a time.
 i8tail:
-	VMOVUPS (R10), Y25
+	MOVQ    R11, CX
+	ANDQ    $-16, CX
+	MOVQ    CX, SI
+	SHLQ    $4, SI
+	ADDQ    SI, BX
+	IMULQ   $18, CX
+	ANDQ    $15, R11
+	VMOVUPS (R8), Y9
 
 i8rec:
 	TESTQ   R11, R11
@@ -1307,17 +1379,18 @@ i8rec:
 	VPINSRW $6, (DI)(CX*1), X0, X0
 	VPINSRW $7, (R12)(CX*1), X0, X0
 	VCVTPH2PS    X0, Y0
-	VMULPS       Y25, Y0, Y0
-	VPANDD       Y29, Y0, Y1
+	VMULPS       Y9, Y0, Y0
+	VPANDD.BCST  absmask<>(SB), Y0, Y1
 	VEXTRACTF128 $1, Y1, X2
 	VMAXPS       X2, X1, X1
 	VPERMILPS    $0x4e, X1, X2
 	VMAXPS       X2, X1, X1
 	VPERMILPS    $0xb1, X1, X2
 	VMAXPS       X2, X1, X1
-	VMAXPS       X28, X1, X1
-	VDIVPS       X1, X27, X2
-	VMULPS       X26, X1, X1
+	VMAXPS.BCST  tiny<>(SB), X1, X1
+	VBROADCASTSS f127<>(SB), X2
+	VDIVPS       X1, X2, X2
+	VMULPS.BCST  inv127<>(SB), X1, X1
 	VMOVSS       X1, 8(BX)
 	VBROADCASTSS X2, Y2
 	VMULPS       Y2, Y0, Y0
@@ -1335,52 +1408,80 @@ i8rec:
 	VPSUBD       X3, X4, X3
 	VMOVD        X3, 12(BX)
 	ADDQ         $18, CX
-	ADDQ $16, BX
-	DECQ R11
-	JMP  i8rec
+	ADDQ         $16, BX
+	DECQ         R11
+	JMP          i8rec
 
-	// Second pass: y += s·Σ q·(nibble-8), Z3/Z4 starting at -8·Σq.
+	// Second pass: y += s·Σ q·(nibble-8), sixteen blocks at a time, the
+	// next sixteen's records made in between while there is a whole next.
 i8sum:
 	MOVQ y+0(FP), R10
 	MOVQ rec+56(FP), BX
 	MOVQ nblk+48(FP), R11
 	XORQ CX, CX
 
-i8blk:
-	TESTQ         R11, R11
-	JZ            i8next
-	VPBROADCASTD  12(BX), Z3
-	VMOVDQA64     Z3, Z4
-	I8ROWS(AX, DX, R13, R14, (BX))
-	I8ROWS(R15, R9, DI, R12, 4(BX))
-	VCVTDQ2PS     Z3, Z3
-	VCVTDQ2PS     Z4, Z4
-	VBROADCASTSS  8(BX), Z5
-	VFMADD213PS   (R10), Z5, Z3
-	VFMADD213PS   64(R10), Z5, Z4
-	VMOVUPS       Z3, (R10)
-	VMOVUPS       Z4, 64(R10)
-	// One prefetch per line of each row eight ahead (see axpyQ4v): here
-	// rather than in the first pass, which read the lines in bursts.
-	MOVQ          CX, SI
-	ANDQ          $63, SI
-	CMPQ          SI, $18
-	JAE           i8sumnopf
-	PFS(0)
-	PFS(8)
-	PFS(16)
-	PFS(24)
-	PFS(32)
-	PFS(40)
-	PFS(48)
-	PFS(56)
+i8pipe:
+	CMPQ R11, $32
+	JLT  i8last
+	I8BLK(0)
+	PF8(0)
+	I8D(288, AX, 0, Z0)
+	I8BLK(1)
+	I8D(288, DX, 1, Z1)
+	I8BLK(2)
+	I8D(288, R13, 2, Z2)
+	I8BLK(3)
+	PF8(64)
+	I8D(288, R14, 3, Z3)
+	I8BLK(4)
+	I8D(288, R15, 4, Z4)
+	I8BLK(5)
+	I8D(288, R9, 5, Z5)
+	I8BLK(6)
+	PF8(128)
+	I8D(288, DI, 6, Z6)
+	I8BLK(7)
+	I8D(288, R12, 7, Z7)
+	I8BLK(8)
+	I8SCALE
+	I8BLK(9)
+	PF8(192)
+	I8QUANT
+	I8BLK(10)
+	I8CORR
+	I8BLK(11)
+	I8PACK1
+	I8BLK(12)
+	PF8(256)
+	I8PACK2
+	I8BLK(13)
+	I8STORE(256)
+	I8BLK(14)
+	I8BLK(15)
+	ADDQ $288, CX
+	ADDQ $256, BX
+	ADDQ $2048, R10
+	SUBQ $16, R11
+	JMP  i8pipe
 
-i8sumnopf:
-	ADDQ          $18, CX
-	ADDQ          $16, BX
-	ADDQ          $128, R10
-	DECQ          R11
-	JMP           i8blk
+i8last:
+	CMPQ R11, $16
+	JLT  i8one
+	I8SIXTEEN
+	ADDQ $288, CX
+	ADDQ $256, BX
+	ADDQ $2048, R10
+	SUBQ $16, R11
+
+i8one:
+	TESTQ R11, R11
+	JZ    i8next
+	I8BLK(0)
+	ADDQ  $18, CX
+	ADDQ  $16, BX
+	ADDQ  $128, R10
+	DECQ  R11
+	JMP   i8one
 
 i8next:
 	MOVQ 64(SP), R12
