@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"sort"
 	"time"
-	"unsafe"
 
 	"github.com/pinfer/pinfer/internal/hugepage"
 	"github.com/pinfer/pinfer/ops"
@@ -24,11 +23,10 @@ type streamer struct {
 func newStreamer(pool *ops.Pool) (*streamer, error) {
 	// Huge pages, as the weights get (gguf maps them advised), so the bound
 	// is not the weaker read of a buffer in 4 KB pages.
-	raw, free, err := hugepage.Alloc(512<<20, true)
+	buf, free, err := hugepage.Alloc[float32]((512<<20)/4, true)
 	if err != nil {
 		return nil, fmt.Errorf("bench: stream buffer: %w", err)
 	}
-	buf := unsafe.Slice((*float32)(unsafe.Pointer(&raw[0])), len(raw)/4)
 	for i := range buf {
 		buf[i] = float32(i & 7)
 	}

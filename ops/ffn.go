@@ -199,7 +199,7 @@ func (j *ffnJob) groupMembers(actives [][]int32) {
 	if j.T < 2 || actives == nil || !gated || !skipRows {
 		return
 	}
-	words := (j.f.Gate.Rows + 63) / 64
+	words := j.memberWords()
 	ng := (j.T + prefillGroup - 1) / prefillGroup
 	if cap(j.member) < ng*words {
 		j.member = make([]uint64, ng*words)
@@ -218,6 +218,9 @@ func (j *ffnJob) groupMembers(actives [][]int32) {
 	}
 }
 
+// memberWords is the length of one group's bit set in j.member.
+func (j *ffnJob) memberWords() int { return (j.f.Gate.Rows + 63) / 64 }
+
 // gatherGate sets s.g for neurons ids: for every token, or with j.member
 // per group of four tokens for the group's neurons only, the others -inf
 // (a gated activation gives them 0, and their up rows are not read).
@@ -226,7 +229,7 @@ func (j *ffnJob) gatherGate(s *ffnScratch, ids []int32) {
 		gatherAll(j.fast, j.f.Gate, s.g, ids, j.x, j.T, j.a)
 		return
 	}
-	words := (j.f.Gate.Rows + 63) / 64
+	words := j.memberWords()
 	for t0 := 0; t0 < j.T; t0 += prefillGroup {
 		m := j.member[t0/prefillGroup*words:]
 		s.live, s.rows = s.live[:0], s.rows[:0]

@@ -53,22 +53,24 @@ func Uncache(path string) error {
 	return unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED)
 }
 
-// Alloc maps n zeroed bytes of anonymous memory at a 2 MB boundary, in huge
-// pages if huge (where the kernel has them) or held to 4 KB pages if not.
-// A buffer carved from the Go heap gets huge pages only where its 2 MB
+// Alloc maps n zeroed values of anonymous memory at a 2 MB boundary, in
+// huge pages if huge (where the kernel has them) or held to 4 KB pages if
+// not. A buffer carved from the Go heap gets huge pages only where its 2 MB
 // ranges were never touched before: a benchmark's stream buffer made after
 // half a gigabyte of matrices came back in 4 KB pages and read 25% slower.
-// free unmaps it; the memory must hold no Go pointers.
-func Alloc(n int, huge bool) (b []byte, free func(), err error) {
-	if n <= 0 {
+// free unmaps it; T must hold no Go pointers.
+func Alloc[T any](n int, huge bool) (b []T, free func(), err error) {
+	var z T
+	size := n * int(unsafe.Sizeof(z))
+	if size <= 0 {
 		return nil, func() {}, nil
 	}
-	p, mapped, err := Reserve(n, unix.PROT_READ|unix.PROT_WRITE)
+	p, mapped, err := Reserve(size, unix.PROT_READ|unix.PROT_WRITE)
 	if err != nil {
 		return nil, nil, err
 	}
-	b = unsafe.Slice((*byte)(p), n)
-	advise(b, huge)
+	b = unsafe.Slice((*T)(p), n)
+	advise(bytesOf(b), huge)
 	return b, func() { _ = unix.MunmapPtr(p, mapped) }, nil
 }
 

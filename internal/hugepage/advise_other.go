@@ -12,4 +12,4 @@ func Share([]byte) (float64, bool) { return 0, false }
 func Uncache(string) error { return nil }
 
 // Alloc is a plain Go allocation where pages are not advised.
-func Alloc(n int, _ bool) ([]byte, func(), error) { return make([]byte, n), func() {}, nil }
+func Alloc[T any](n int, _ bool) ([]T, func(), error) { return make([]T, n), func() {}, nil }

@@ -9,7 +9,7 @@ import (
 func TestAlloc(t *testing.T) {
 	const n = 3*Size + 12345
 	for _, huge := range []bool{true, false} {
-		b, free, err := Alloc(n, huge)
+		b, free, err := Alloc[byte](n, huge)
 		if err != nil {
 			t.Fatal(err)
 		}

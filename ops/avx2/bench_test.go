@@ -9,7 +9,6 @@ import (
 	"slices"
 	"testing"
 	"time"
-	"unsafe"
 
 	"github.com/pinfer/pinfer/internal/hugepage"
 )
@@ -63,7 +62,7 @@ func benchLayers(k kind, huge bool) ([][]byte, func()) {
 	rb := k.rowBytes(benchCols)
 	size := rb * benchRows
 	n := (benchSpan + size - 1) / size
-	all, free := benchAlloc(n*size, huge)
+	all, free := benchAlloc[byte](n*size, huge)
 	var layers [][]byte
 	r := rand.New(rand.NewPCG(11, uint64(k)))
 	for l := range n {
@@ -199,8 +198,8 @@ func BenchmarkStream(b *testing.B) {
 // model file gets them, or in 4 KB pages, which show what TLB misses cost.
 // Not from the Go heap: a heap buffer made after other benchmarks' data came
 // back in 4 KB pages even when advised, and the stream read 25% slower.
-func benchAlloc(n int, huge bool) ([]byte, func()) {
-	b, free, err := hugepage.Alloc(n, huge)
+func benchAlloc[T any](n int, huge bool) ([]T, func()) {
+	b, free, err := hugepage.Alloc[T](n, huge)
 	if err != nil {
 		panic(err)
 	}
@@ -208,8 +207,7 @@ func benchAlloc(n int, huge bool) ([]byte, func()) {
 }
 
 func streamBuf(huge bool) ([]float32, func()) {
-	raw, free := benchAlloc(256<<20, huge)
-	a := unsafe.Slice((*float32)(unsafe.Pointer(&raw[0])), len(raw)/4)
+	a, free := benchAlloc[float32](256<<20/4, huge)
 	for i := range a {
 		a[i] = float32(i & 255)
 	}
@@ -381,7 +379,7 @@ func BenchmarkLatency(b *testing.B) {
 	perm := rand.New(rand.NewPCG(5, 5)).Perm(lines)
 	for _, huge := range []bool{true, false} {
 		b.Run(map[bool]string{true: "huge", false: "4k"}[huge], func(b *testing.B) {
-			buf, free := benchAlloc(benchSpan, huge)
+			buf, free := benchAlloc[byte](benchSpan, huge)
 			defer free()
 			for i := range lines {
 				binary.LittleEndian.PutUint32(buf[64*perm[i]:], uint32(perm[(i+1)%lines]))
