@@ -46,7 +46,7 @@ func TestGatherQ4Acts(t *testing.T) {
 			nrows = 250 // several row tiles of the 4x4 kernel
 		}
 		w := randMatrix(r, kQ4, nrows, cols, 1+r.IntN(3))
-		for _, T := range []int{1, 2, 4, 5, 8, 9} {
+		for _, T := range []int{1, 2, 4, 5, 8, 9, 16, 21} {
 			for name, rows := range rowSets(r, nrows) {
 				t.Run(fmt.Sprintf("cols%d/T%d/%s", cols, T, name), func(t *testing.T) {
 					forPaths(t, func(t *testing.T) { checkActs(t, w, cols, rows, nrows, T, rand.New(rand.NewPCG(uint64(T), 1))) })

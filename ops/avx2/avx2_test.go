@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/pinfer/pinfer/ops/half"
@@ -27,7 +28,9 @@ func paths() []string {
 		p = append(p, "avx2")
 	}
 	if has512Init {
-		p = append(p, "avx512")
+		// avx512-4x4: the prefill without the sixteen-row kernel, so that
+		// gatherQ4v4 stays checked at every token count.
+		p = append(p, "avx512", "avx512-4x4")
 	}
 	return p
 }
@@ -37,8 +40,9 @@ var hasAVX2, has512Init bool
 
 // onPath selects a kernel set for the duration of f.
 func onPath(p string, f func()) {
-	Available, AVX512 = p != "go" && hasAVX2, p == "avx512"
-	defer func() { Available, AVX512 = hasAVX2, has512Init }()
+	Available, AVX512 = p != "go" && hasAVX2, strings.HasPrefix(p, "avx512")
+	r16Off = p == "avx512-4x4"
+	defer func() { Available, AVX512, r16Off = hasAVX2, has512Init, false }()
 	f()
 }
 

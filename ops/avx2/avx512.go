@@ -129,6 +129,10 @@ func GatherQ4_0Acts(out []float32, ldo int, w []byte, rows []int32, a *Acts) {
 	}
 	xb := xsBytes(nblk)
 	stride := nblk * q4Block
+	if r16Fits(w, nblk, T) {
+		gatherQ4r16(out, ldo, w, stride, ids, a, nblk)
+		return
+	}
 	t0 := 0
 	if nblk%4 == 0 && T >= 4 {
 		// The 4x4 kernel over whole groups of rows and tokens, a tile of
@@ -142,8 +146,19 @@ func GatherQ4_0Acts(out []float32, ldo int, w []byte, rows []int32, a *Acts) {
 				gatherQ4v4(&out[t*ldo+r0], ldo, unsafe.SliceData(w), stride, &ids[r0], r1-r0, &a.xs[t*xb], xb, nblk/4)
 			}
 		}
-		for t := 0; t < T4 && n4 < n; t++ {
-			gatherPrepared(out[t*ldo+n4:][:n-n4], w, stride, ids[n4:], a.xs[t*xb:], nblk)
+		switch {
+		case n4 == n:
+		case n4 > 0:
+			// The last four rows again, overlapping the group before:
+			// the rows they share get the same values once more, and
+			// that costs less than a row at a time for each token.
+			for t := 0; t < T4; t += 4 {
+				gatherQ4v4(&out[t*ldo+n-4], ldo, unsafe.SliceData(w), stride, &ids[n-4], 4, &a.xs[t*xb], xb, nblk/4)
+			}
+		default:
+			for t := 0; t < T4; t++ {
+				gatherPrepared(out[t*ldo:][:n], w, stride, ids, a.xs[t*xb:], nblk)
+			}
 		}
 		t0 = T4
 	}

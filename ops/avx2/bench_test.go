@@ -315,7 +315,7 @@ func BenchmarkGatherQ8F32(b *testing.B) {
 // compares with BenchmarkGather/q4_0/100pct as per-token throughput.
 func BenchmarkPrefillQ4(b *testing.B) {
 	r := rand.New(rand.NewPCG(4, 4))
-	for _, T := range []int{1, 4, 16} {
+	for _, T := range []int{1, 4, 16, 64} {
 		x := randVec(r, T*benchCols)
 		var a Acts
 		out := make([]float32, T*benchRows)
@@ -338,7 +338,7 @@ func BenchmarkPrefillQ4(b *testing.B) {
 func BenchmarkPrefillHot(b *testing.B) {
 	r := rand.New(rand.NewPCG(5, 5))
 	w := randMatrix(r, kQ4, 64, benchCols, 0)
-	for _, T := range []int{1, 4, 16} {
+	for _, T := range []int{1, 4, 16, 64} {
 		x := randVec(r, T*benchCols)
 		var a Acts
 		out := make([]float32, T*64)

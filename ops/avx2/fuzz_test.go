@@ -81,3 +81,18 @@ func FuzzAxpy(f *testing.F) {
 		}
 	})
 }
+
+// FuzzGatherActs: the q4_0 mat-mat of a prefill (the 4x4 and sixteen-row
+// kernels, by token count) on fuzzed weights, rows and token counts.
+func FuzzGatherActs(f *testing.F) {
+	fuzzSeeds(f)
+	f.Fuzz(func(t *testing.T, kb byte, c uint16, nr uint8, sel, data []byte) {
+		_, cols, w, rows, nrows := fuzzShape(kb|byte(kQ4), c, nr, sel, data)
+		T := 1 + int(c/10)%24
+		for _, p := range paths() {
+			onPath(p, func() {
+				checkActs(t, w, cols, rows, nrows, T, rand.New(rand.NewPCG(uint64(c), uint64(nr))))
+			})
+		}
+	})
+}

@@ -21,6 +21,17 @@ func axpyQ4v(y *float32, w *byte, stride int, rows *int32, n int, coef *float32,
 //go:noescape
 func gatherQ8f(out *float32, w *byte, stride int, rows *int32, n int, x *float32, nblk int)
 
+// Hand-written in q4r16_amd64.s.
+
+//go:noescape
+func repackQ4r16(pk *byte, w *byte, offs *int32, nblk int)
+
+// dotQ4r16's xs holds eight token addresses: a Go pointer held as uintptr
+// only for the call, while the Acts that owns it is live.
+//
+//go:noescape
+func dotQ4r16(out *float32, ldo int, pk *byte, xs *uintptr, ngrp int, mask uint16, nt int)
+
 func has512() bool {
 	return cpuid.CPU.Supports(cpuid.AVX512F, cpuid.AVX512BW, cpuid.AVX512VL, cpuid.AVX512VBMI, cpuid.AVX512VNNI)
 }

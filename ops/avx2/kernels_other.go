@@ -39,6 +39,10 @@ func gatherQ8f(out *float32, w *byte, stride int, rows *int32, n int, x *float32
 func axpyQ4x8(y *float32, ldy int, w *byte, stride int, rows *int32, n int, coef *float32, ldc int, nblk int) {
 	noAsm()
 }
+func repackQ4r16(pk *byte, w *byte, offs *int32, nblk int) { noAsm() }
+func dotQ4r16(out *float32, ldo int, pk *byte, xs *uintptr, ngrp int, mask uint16, nt int) {
+	noAsm()
+}
 func quantQ8v(dst *byte, x *float32, nblk int) { noAsm() }
 func prepQ8x(xs *byte, xq *byte, nblk int)     { noAsm() }
 func gatherQ8v(out *float32, w *byte, stride int, rows *int32, n int, xs *byte, npair int, m1, m2 uint64) {
