@@ -72,6 +72,8 @@ type Runner struct {
 	Stats Stats
 
 	scratch [][][]int32 // per layer and row, reused by the predictor
+	batched []int       // per layer: the Forward whose rows scratch holds, for a Batch predictor
+	forward int         // Forwards begun
 	predict []func(ffn, row int) []int32
 	frame   frame
 }
@@ -124,7 +126,7 @@ func NewStats(p *Program) Stats {
 // NewRunner makes a runner for batches of p's sessions.
 func (p *Program) NewRunner(pool *ops.Pool) *Runner {
 	return &Runner{p: p, pool: pool, plans: map[[2]int]*plan{}, Stats: NewStats(p),
-		scratch: make([][][]int32, len(p.Layers))}
+		scratch: make([][][]int32, len(p.Layers)), batched: make([]int, len(p.Layers))}
 }
 
 // SetPredictor chooses the session's predictor for Forward.
@@ -157,8 +159,22 @@ func (r *Runner) predictFor(i int) func(ffn, row int) []int32 {
 			for len(r.scratch[k]) <= row {
 				r.scratch[k] = append(r.scratch[k], nil)
 			}
-			a = r.Predictor.Predict(l, x, r.scratch[k][row][:0])
-			r.scratch[k][row] = a
+			if b, ok := r.Predictor.(predictors.Batch); ok && in[0].Rows > 1 {
+				// All rows on the first ask of this Forward, whatever the
+				// op's order.
+				if r.batched[k] != r.forward {
+					rows := predictors.Rows{Resid: in[0].Data, Normed: in[0].Data, T: in[0].Rows, Pool: r.pool}
+					if len(in) > 1 {
+						rows.Resid = in[1].Data
+					}
+					r.scratch[k] = b.PredictRows(l, rows, r.scratch[k])
+					r.batched[k] = r.forward
+				}
+				a = r.scratch[k][row]
+			} else {
+				a = r.Predictor.Predict(l, x, r.scratch[k][row][:0])
+				r.scratch[k][row] = a
+			}
 		}
 		r.Stats.Predict += time.Since(start)
 		r.Stats.Tokens[k]++
@@ -181,6 +197,7 @@ func (r *Runner) predictFor(i int) func(ffn, row int) []int32 {
 func (r *Runner) Forward(seqs []*Session, tokens [][]int, all bool) (*ops.Tensor, error) {
 	start := time.Now()
 	defer func() { r.Stats.Total += time.Since(start) }()
+	r.forward++
 	f := &r.frame
 	f.reset(len(r.p.Nodes))
 	for k, s := range seqs {

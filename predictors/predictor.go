@@ -38,6 +38,21 @@ type Input struct {
 	Pool   *ops.Pool
 }
 
+// Rows is a prefill's tokens at one layer: row t of Resid and Normed
+// (T rows each) is token t's Input.
+type Rows struct {
+	Resid, Normed []float32
+	T             int
+	Pool          *ops.Pool
+}
+
+// Batch is a Predictor that also chooses for all tokens of a prefill at
+// once, so that its mat-vecs become mat-mats. PredictRows sets dst[t] (the
+// slice reused, grown to T) as Predict would for token t.
+type Batch interface {
+	PredictRows(l *Layer, in Rows, dst [][]int32) [][]int32
+}
+
 // Predictor chooses neurons. Predict appends the chosen ids to dst in
 // ascending order and returns it; nil means every neuron.
 type Predictor interface {
@@ -158,8 +173,29 @@ func (m *MLP) Predict(l *Layer, in Input, dst []int32) []int32 {
 	m.h = grow(m.h, l.FC1.Rows)
 	m.s = grow(m.s, l.NFF)
 	l.MLPScores(in.Pool, in.Resid, m.h, m.s)
-	for i, v := range m.s {
-		if v > l.PredCut {
+	return above(m.s, l.PredCut, dst)
+}
+
+func (m *MLP) PredictRows(l *Layer, in Rows, dst [][]int32) [][]int32 {
+	T, nff := in.T, l.NFF
+	m.h = grow(m.h, T*l.FC1.Rows)
+	m.s = grow(m.s, T*nff)
+	ops.MatMul(in.Pool, m.h, l.FC1, in.Resid, T)
+	ops.ReLU(m.h)
+	ops.MatMul(in.Pool, m.s, l.FC2, m.h, T)
+	for len(dst) < T {
+		dst = append(dst, nil)
+	}
+	for t := range T {
+		dst[t] = above(m.s[t*nff:(t+1)*nff], l.PredCut, dst[t][:0])
+	}
+	return dst
+}
+
+// above appends to dst the neurons whose score is above cut.
+func above(scores []float32, cut float32, dst []int32) []int32 {
+	for i, v := range scores {
+		if v > cut {
 			dst = append(dst, int32(i))
 		}
 	}
