@@ -40,13 +40,20 @@ func gatherQ4r16(out []float32, ldo int, w []byte, stride int, ids []int32, a *A
 	*sp = grow(*sp, nblk*r16Bytes)
 	pk := *sp
 	xb := xsBytes(nblk)
-	var offs [16]int32
+	var offs [32]int32 // this tile's rows, then the next's
 	var xp [8]uintptr
 	n, T := len(ids), a.T
-	for r0 := 0; r0 < n; r0 += 16 {
+	tileOffs := func(dst []int32, r0 int) {
 		m := min(16, n-r0)
-		for j := range offs {
-			offs[j] = ids[r0+min(j, m-1)] * int32(stride)
+		for j := range dst {
+			dst[j] = ids[r0+min(j, m-1)] * int32(stride)
+		}
+	}
+	tileOffs(offs[16:], 0)
+	for r0 := 0; r0 < n; r0 += 16 {
+		copy(offs[:16], offs[16:])
+		if r0+16 < n {
+			tileOffs(offs[16:], r0+16)
 		}
 		repackQ4r16(&pk[0], &w[0], &offs[0], nblk)
 		for t0 := 0; t0 < T; t0 += 8 {
@@ -54,7 +61,7 @@ func gatherQ4r16(out []float32, ldo int, w []byte, stride int, ids []int32, a *A
 			for t := range xp {
 				xp[t] = uintptr(unsafe.Pointer(&a.xs[(t0+min(t, nt-1))*xb]))
 			}
-			dotQ4r16(&out[t0*ldo+r0], ldo, &pk[0], &xp[0], nblk/4, uint16(1<<m-1), nt)
+			dotQ4r16(&out[t0*ldo+r0], ldo, &pk[0], &xp[0], nblk/4, uint16(1<<min(16, n-r0)-1), nt)
 		}
 	}
 }
