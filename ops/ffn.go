@@ -136,6 +136,7 @@ func (j *ffnJob) Run(lo, hi int) {
 	tile := hi - lo
 	if T > 1 {
 		tile = ffnTile
+		s.act = growF(s.act, T*(hi-lo))
 	}
 	for t0 := lo; t0 < hi; t0 += tile {
 		ids := j.ids[t0:min(hi, t0+tile)]
@@ -161,15 +162,17 @@ func (j *ffnJob) Run(lo, hi int) {
 				g[i] = FFNActivation(f.Act, f.Threshold, gi, ui)
 			}
 		}
-		if j.fast && down.Type == Q4_0 && T > 1 {
-			// Rows whose activations are zero for a group of eight tokens
-			// add exact zeros: skipped, in dense mode too (ReLU leaves most
-			// of a prompt's rows silent for any eight of its tokens). One
-			// token's down projection, decode's, reads every row it is
-			// given, so that dense decode stays the read of the whole file.
-			avx2.AxpyQ4_0T(s.acc, down.Cols, down.Data, down.Cols, ids, s.g, k, T, true)
+		if T > 1 {
+			// A prefill's down projection waits for the piece's
+			// activations (downEach).
+			for t := 0; t < T; t++ {
+				copy(s.act[t*(hi-lo)+t0-lo:], s.g[t*k:(t+1)*k])
+			}
 			continue
 		}
+		// One token's down projection, decode's, reads every row it is
+		// given, so that dense decode stays the read of the whole file; a
+		// predicted one leaves out the rows whose activation is zero.
 		if decodeSkip {
 			n := k
 			ids, k = s.nonzero(ids)
@@ -177,13 +180,35 @@ func (j *ffnJob) Run(lo, hi int) {
 				atomic.AddInt64(&f.Skipped.Down, int64(n-k))
 			}
 		}
-		for t := 0; t < T; t++ {
-			axpyAny(j.fast, down, s.acc[t*down.Cols:(t+1)*down.Cols], ids, s.g[t*k:(t+1)*k])
-		}
+		axpyAny(j.fast, down, s.acc[:down.Cols], ids, s.g[:k])
+	}
+	if T > 1 {
+		j.downEach(s, j.ids[lo:hi])
 	}
 	j.mu.Lock()
 	j.parts = append(j.parts, s)
 	j.mu.Unlock()
+}
+
+// downEach adds, token by token, the down rows of the piece's neurons ids
+// whose activation (s.act) is not zero. Rows that are zero for every one
+// of a group of tokens add exact zeros too, but a group reads the union of
+// its tokens' rows: for eight tokens of a 7B prompt 2.6 times (sparse) to
+// 3.9 times (dense) the rows that token by token reads, and the rows a
+// token does read are in cache for the piece's next tokens.
+func (j *ffnJob) downEach(s *ffnScratch, ids []int32) {
+	n, cols := len(ids), j.down.Cols
+	for t := 0; t < j.T; t++ {
+		s.rows, s.tmp = s.rows[:0], s.tmp[:0]
+		for i, a := range s.act[t*n : (t+1)*n] {
+			if a != 0 {
+				s.rows, s.tmp = append(s.rows, ids[i]), append(s.tmp, a)
+			}
+		}
+		if len(s.rows) > 0 {
+			axpyAny(j.fast, j.down, s.acc[t*cols:(t+1)*cols], s.rows, s.tmp)
+		}
+	}
 }
 
 // A prefill works in groups of four tokens, the q4_0 kernel's.
@@ -356,6 +381,7 @@ func union(actives [][]int32, T, n int) []int32 {
 type ffnScratch struct {
 	lo             int // the piece it summed
 	g, u, acc, tmp []float32
+	act            []float32 // a prefill's activations, T rows of the piece
 	live           []int     // gatherLive's positions in the tile
 	rows           []int32   // and their neurons
 	sub            avx2.Acts // its tokens' activations

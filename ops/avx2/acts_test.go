@@ -111,69 +111,6 @@ func FuzzGatherQ8F32(f *testing.F) {
 	})
 }
 
-// checkAxpyT holds AxpyQ4_0T to the reference, with and without skipping
-// rows that are zero for eight tokens; a fraction zeros of the coefficients
-// are 0, as a sparse prefill's mostly are.
-func checkAxpyT(t *testing.T, w []byte, cols int, rows []int32, T int, zeros float64, r *rand.Rand) {
-	t.Helper()
-	n := len(rows)
-	ldy, ldc := cols+5, n+2
-	y0 := randVec(r, T*ldy)
-	coef := randVec(r, T*ldc)
-	for i := range coef {
-		if r.Float64() < zeros {
-			coef[i] = 0
-		}
-	}
-	for _, skip := range []bool{false, true} {
-		y := append([]float32(nil), y0...)
-		AxpyQ4_0T(y, ldy, w, cols, rows, coef, ldc, T, skip)
-		for tt := 0; tt < T; tt++ {
-			checkAxpyRef(t, kQ4, y[tt*ldy:][:cols], y0[tt*ldy:][:cols], w, cols, rows, coef[tt*ldc:][:n])
-			for j := cols; j < ldy && tt*ldy+j < len(y); j++ {
-				if y[tt*ldy+j] != y0[tt*ldy+j] {
-					t.Fatalf("token %d: wrote y[%d] past cols", tt, j)
-				}
-			}
-		}
-	}
-}
-
-func TestAxpyQ4T(t *testing.T) {
-	r := rand.New(rand.NewPCG(13, 14))
-	for _, cols := range []int{32, 96, 4096} {
-		const nrows = 29
-		w := randMatrix(r, kQ4, nrows, cols, 1+r.IntN(3))
-		for _, T := range []int{1, 7, 8, 9, 17} {
-			for name, rows := range rowSets(r, nrows) {
-				if rows == nil {
-					continue
-				}
-				for _, zeros := range []float64{0, 0.85} {
-					t.Run(fmt.Sprintf("cols%d/T%d/%s/zeros%v", cols, T, name, zeros), func(t *testing.T) {
-						forPaths(t, func(t *testing.T) { checkAxpyT(t, w, cols, rows, T, zeros, rand.New(rand.NewPCG(uint64(T), 2))) })
-					})
-				}
-			}
-		}
-	}
-}
-
-func FuzzAxpyQ4T(f *testing.F) {
-	fuzzSeeds(f)
-	f.Fuzz(func(t *testing.T, kb byte, c uint16, nr uint8, sel, data []byte) {
-		_, cols, w, rows, nrows := fuzzShape(byte(kQ4)|kb&^3, c, nr, sel, data)
-		if rows == nil {
-			rows = Iota(nrows)
-		}
-		T := 1 + int(kb>>4)%17
-		zeros := float64(kb&3) / 3 // none, a third, two thirds, all
-		for _, p := range paths() {
-			onPath(p, func() { checkAxpyT(t, w, cols, rows, T, zeros, rand.New(rand.NewPCG(uint64(c), 5))) })
-		}
-	})
-}
-
 // FuzzQuantizeQ8: every path writes the same bytes for finite input.
 func FuzzQuantizeQ8(f *testing.F) {
 	f.Add([]byte{0x00, 0x00, 0x00, 0x3f, 0xff, 0xff, 0x7f, 0x7f})

@@ -2,7 +2,7 @@
 // set of rows, sparse axpy over rows, dot, for f32, f16, q8_0 and q4_0
 // weights in GGML layouts. On amd64 they are AVX2+FMA+F16C assembly generated
 // by ../../_asm with avo; where the CPU has AVX-512 (F, BW, VL, VBMI, VNNI)
-// the quantized kernels, the several-token ones (GatherQ4_0Acts, AxpyQ4_0T)
+// the quantized kernels, the several-token GatherQ4_0Acts
 // and the q8_0 × f32 gather run hand-written AVX-512 instead
 // (kernels512_amd64.s, see AVX512); elsewhere, with -tags purego, or on a
 // CPU without those extensions, the same API runs in plain Go.

@@ -2,7 +2,6 @@ package avx2
 
 import (
 	"fmt"
-	"sync"
 	"unsafe"
 )
 
@@ -189,79 +188,6 @@ func GatherQ8_0F32(out []float32, w []byte, cols int, rows []int32, x []float32)
 		return
 	}
 	gatherQ8f(&out[0], unsafe.SliceData(w), cols/32*q8Block, &ids[0], len(ids), &x[0], cols/32)
-}
-
-// AxpyQ4_0T is AxpyQ4_0 for T tokens: y[t*ldy:][:cols] += Σ_k
-// coef[t*ldc+k]·row(rows[k]), rows explicit. With AVX-512, eight tokens
-// share each dequantized block; with skipZero, a row whose coefficients
-// are zero for all eight is not read (the sum is the same).
-func AxpyQ4_0T(y []float32, ldy int, w []byte, cols int, rows []int32, coef []float32, ldc, T int, skipZero bool) {
-	checkBlocks("AxpyQ4_0T", cols)
-	n := len(rows)
-	if T <= 0 || n == 0 || cols == 0 {
-		return
-	}
-	if ldy < cols || len(y) < (T-1)*ldy+cols || ldc < n || len(coef) < (T-1)*ldc+n {
-		panic(fmt.Sprintf("avx2.AxpyQ4_0T: y %d (ldy %d), coef %d (ldc %d) too short for T=%d, cols=%d, %d rows", len(y), ldy, len(coef), ldc, T, cols, n))
-	}
-	checkRows("AxpyQ4_0T", w, cols/32*q4Block, rows, n)
-	t0 := 0
-	if AVX512 && Available {
-		sc := x8Scratch.Get().(*x8Rows)
-		for ; t0+8 <= T; t0 += 8 {
-			r, c, k, ld := rows, coef[t0*ldc:], n, ldc
-			if skipZero {
-				r, c, k, ld = sc.live(rows, c, ldc)
-			}
-			if k > 0 {
-				axpyQ4x8(&y[t0*ldy], ldy, unsafe.SliceData(w), cols/32*q4Block, &r[0], k, &c[0], ld, cols/32)
-			}
-		}
-		x8Scratch.Put(sc)
-	}
-	for t := t0; t < T; t++ {
-		AxpyQ4_0(y[t*ldy:][:cols], w, cols, rows, coef[t*ldc:][:n])
-	}
-}
-
-// x8Rows holds the rows of an eight-token axpy that have a nonzero
-// coefficient, and their coefficients.
-type x8Rows struct {
-	rows []int32
-	coef []float32
-}
-
-var x8Scratch = sync.Pool{New: func() any { return new(x8Rows) }}
-
-// live returns rows and the eight tokens' coefficients (ldc apart in coef),
-// less the rows whose coefficients are all zero, with their stride; the
-// inputs themselves when every row has a nonzero one.
-func (s *x8Rows) live(rows []int32, coef []float32, ldc int) ([]int32, []float32, int, int) {
-	n := len(rows)
-	s.rows = s.rows[:0]
-	for k := range n {
-		for t := range 8 {
-			if coef[t*ldc+k] != 0 {
-				s.rows = append(s.rows, int32(k))
-				break
-			}
-		}
-	}
-	m := len(s.rows)
-	if m == n {
-		return rows, coef, n, ldc
-	}
-	if cap(s.coef) < 8*m {
-		s.coef = make([]float32, 8*m)
-	}
-	s.coef = s.coef[:8*m]
-	for i, k := range s.rows {
-		for t := range 8 {
-			s.coef[t*m+i] = coef[t*ldc+int(k)]
-		}
-		s.rows[i] = rows[k]
-	}
-	return s.rows, s.coef, m, m
 }
 
 // gatherQ8vnni is GatherQ8_0 on AVX-512: x prepared per pair of blocks

@@ -37,9 +37,6 @@ func has512() bool {
 }
 
 //go:noescape
-func axpyQ4x8(y *float32, ldy int, w *byte, stride int, rows *int32, n int, coef *float32, ldc int, nblk int)
-
-//go:noescape
 func quantQ8v(dst *byte, x *float32, nblk int)
 
 //go:noescape
