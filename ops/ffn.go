@@ -10,16 +10,11 @@ import (
 )
 
 // The FFN over chosen neurons, for one token (decode) or many (prefill).
-// With several tokens the neurons chosen for any of them (the union) are
-// computed for all of them, tile by tile, so that each weight row is read
-// from memory once per batch rather than once per token. A neuron computed
-// for a token that did not choose it only makes that token's result closer
-// to the dense one.
-
-// ffnTile is the number of neurons whose rows stay in cache while every token
-// of a batch uses them. One token reuses nothing, so it takes its whole
-// share in one tile: the kernels then prefetch across the whole list.
-const ffnTile = 64
+// The neurons chosen for any of the tokens (the union) are shared out to
+// the threads in pieces; within its piece, a prefill goes stage by stage
+// (gates, ups, down) and, where a token's zeros allow, token by token over
+// the rows that token needs, which the piece's earlier tokens have mostly
+// brought into cache. The gates of a dense prefill are one mat-mat.
 
 // FFNBatch adds the FFN output of T tokens (rows of x) to out (T rows of
 // down.Cols). actives[t] lists token t's neurons in ascending order; a nil
@@ -63,8 +58,8 @@ func ffnCPU(pool *Pool, f *FFN, down *Matrix, x []float32, T int, ids []int32, a
 		return
 	}
 	j := ffnJobs.Get().(*ffnJob)
-	*j = ffnJob{f: f, down: down, x: x, T: T, ids: ids, predicted: predicted, parts: j.parts[:0], member: j.member[:0]}
-	j.groupMembers(actives)
+	*j = ffnJob{f: f, down: down, x: x, T: T, ids: ids, predicted: predicted, parts: j.parts[:0], pos: j.pos}
+	j.ownGates(actives)
 	j.fast = fastType(f.Gate.Type) && (f.Up == nil || f.Up.Type == f.Gate.Type) && fastType(down.Type)
 	if j.fast {
 		j.a = quantizeX(f.Gate.Type, x, f.Gate.Cols, T)
@@ -104,13 +99,14 @@ type ffnJob struct {
 	// whose output is zero may go unread (gatherUp, the down rows).
 	predicted bool
 	a         *avx2.Acts
-	// member, for a prefill over predicted neurons with a gated activation:
-	// per group of four tokens a bit per neuron, set when one of the four
-	// chose it (empty otherwise).
-	member []uint64
-	mu     sync.Mutex
-	parts  []*ffnScratch
-	sum    sumParts
+	// actives and pos (a neuron's place in ids), for a prefill over
+	// predicted neurons with a gated activation: each token's gate over
+	// its own neurons (ownGates).
+	actives [][]int32
+	pos     []int32
+	mu      sync.Mutex
+	parts   []*ffnScratch
+	sum     sumParts
 }
 
 // sumParts adds an FFN's partial sums into out over a range of columns.
@@ -133,65 +129,92 @@ func (j *ffnJob) Run(lo, hi int) {
 	s.lo = lo
 	s.acc = growF(s.acc, T*down.Cols)
 	clear(s.acc)
-	tile := hi - lo
-	if T > 1 {
-		tile = ffnTile
-		s.act = growF(s.act, T*(hi-lo))
+	ids := j.ids[lo:hi]
+	n := len(ids)
+	s.g, s.u = growF(s.g, T*n), growF(s.u, T*n)
+	if j.actives != nil {
+		j.gateEach(s, lo, hi)
+	} else {
+		gatherAll(j.fast, f.Gate, s.g, ids, j.x, T, j.a)
 	}
-	for t0 := lo; t0 < hi; t0 += tile {
-		ids := j.ids[t0:min(hi, t0+tile)]
-		k := len(ids)
-		s.g, s.u = growF(s.g, T*k), growF(s.u, T*k)
-		j.gatherGate(s, ids)
-		decodeSkip := T == 1 && j.predicted && skipRows
-		if f.Up != nil {
-			if unread := j.gatherUp(s, ids); decodeSkip && f.Skipped != nil {
-				atomic.AddInt64(&f.Skipped.Up, int64(unread))
-			}
+	decodeSkip := T == 1 && j.predicted && skipRows
+	if f.Up != nil {
+		if unread := j.gatherUp(s, ids); decodeSkip && f.Skipped != nil {
+			atomic.AddInt64(&f.Skipped.Up, int64(unread))
 		}
-		for t := 0; t < T; t++ {
-			g, u := s.g[t*k:(t+1)*k], s.u[t*k:(t+1)*k]
-			for i, id := range ids {
-				gi, ui := g[i], float32(1)
-				if f.GateBias != nil {
-					gi += f.GateBias[id]
-				}
-				if f.Up != nil {
-					ui = u[i]
-				}
-				g[i] = FFNActivation(f.Act, f.Threshold, gi, ui)
+	}
+	for t := 0; t < T; t++ {
+		g, u := s.g[t*n:(t+1)*n], s.u[t*n:(t+1)*n]
+		for i, id := range ids {
+			gi, ui := g[i], float32(1)
+			if f.GateBias != nil {
+				gi += f.GateBias[id]
 			}
-		}
-		if T > 1 {
-			// A prefill's down projection waits for the piece's
-			// activations (downEach).
-			for t := 0; t < T; t++ {
-				copy(s.act[t*(hi-lo)+t0-lo:], s.g[t*k:(t+1)*k])
+			if f.Up != nil {
+				ui = u[i]
 			}
-			continue
+			g[i] = FFNActivation(f.Act, f.Threshold, gi, ui)
 		}
+	}
+	if T > 1 {
+		j.downEach(s, ids)
+	} else {
 		// One token's down projection, decode's, reads every row it is
-		// given, so that dense decode stays the read of the whole file; a
-		// predicted one leaves out the rows whose activation is zero.
+		// given, so that dense decode stays the read of the whole file;
+		// a predicted one leaves out the rows whose activation is zero.
 		if decodeSkip {
-			n := k
-			ids, k = s.nonzero(ids)
+			ids = s.nonzero(ids)
 			if f.Skipped != nil {
-				atomic.AddInt64(&f.Skipped.Down, int64(n-k))
+				atomic.AddInt64(&f.Skipped.Down, int64(n-len(ids)))
 			}
 		}
-		axpyAny(j.fast, down, s.acc[:down.Cols], ids, s.g[:k])
-	}
-	if T > 1 {
-		j.downEach(s, j.ids[lo:hi])
+		axpyAny(j.fast, down, s.acc[:down.Cols], ids, s.g[:len(ids)])
 	}
 	j.mu.Lock()
 	j.parts = append(j.parts, s)
 	j.mu.Unlock()
 }
 
+// gateEach sets s.g (T rows of the piece lo..hi of j.ids) to each token's
+// gate over the neurons it chose, the others -inf. The union of four
+// tokens' choices, which a four-token kernel would read, is twice a
+// token's on the 7B file; the rows a token reads are in cache for the
+// piece's next tokens.
+func (j *ffnJob) gateEach(s *ffnScratch, lo, hi int) {
+	n := hi - lo
+	for i := range s.g[:j.T*n] {
+		s.g[i] = float32(math.Inf(-1))
+	}
+	first, last := j.ids[lo], j.ids[hi-1]
+	for t, a := range j.actives[:j.T] {
+		s.rows, s.live = s.rows[:0], s.live[:0]
+		i, _ := slices.BinarySearch(a, first)
+		for ; i < len(a) && a[i] <= last; i++ {
+			s.rows, s.live = append(s.rows, a[i]), append(s.live, int(j.pos[a[i]])-lo)
+		}
+		j.gatherToken(s, j.f.Gate, t, s.g[t*n:])
+	}
+}
+
+// gatherToken sets dst[s.live[q]] to matrix m's row s.rows[q] times token t.
+func (j *ffnJob) gatherToken(s *ffnScratch, m *Matrix, t int, dst []float32) {
+	if len(s.rows) == 0 {
+		return
+	}
+	s.tmp = growF(s.tmp, len(s.rows))
+	a := j.a
+	if a != nil && j.T > 1 {
+		s.sub = j.a.Tokens(t, 1)
+		a = &s.sub
+	}
+	gatherAll(j.fast, m, s.tmp, s.rows, j.x[t*m.Cols:(t+1)*m.Cols], 1, a)
+	for q, p := range s.live {
+		dst[p] = s.tmp[q]
+	}
+}
+
 // downEach adds, token by token, the down rows of the piece's neurons ids
-// whose activation (s.act) is not zero. Rows that are zero for every one
+// whose activation (s.g) is not zero. Rows that are zero for every one
 // of a group of tokens add exact zeros too, but a group reads the union of
 // its tokens' rows: for eight tokens of a 7B prompt 2.6 times (sparse) to
 // 3.9 times (dense) the rows that token by token reads, and the rows a
@@ -200,7 +223,7 @@ func (j *ffnJob) downEach(s *ffnScratch, ids []int32) {
 	n, cols := len(ids), j.down.Cols
 	for t := 0; t < j.T; t++ {
 		s.rows, s.tmp = s.rows[:0], s.tmp[:0]
-		for i, a := range s.act[t*n : (t+1)*n] {
+		for i, a := range s.g[t*n : (t+1)*n] {
 			if a != 0 {
 				s.rows, s.tmp = append(s.rows, ids[i]), append(s.tmp, a)
 			}
@@ -211,130 +234,69 @@ func (j *ffnJob) downEach(s *ffnScratch, ids []int32) {
 	}
 }
 
-// A prefill works in groups of four tokens, the q4_0 kernel's.
-const prefillGroup = 4
-
-// groupMembers sets j.member from the tokens' lists when a prefill over
-// predicted neurons has a gated activation: each group of four tokens then
-// computes the union of its own four lists, not the whole prompt's (which
-// at 64 tokens holds most neurons). A neuron a token did not choose only
-// brings its result closer to the dense one, as with the prompt's union.
-func (j *ffnJob) groupMembers(actives [][]int32) {
+// ownGates sets j.actives and j.pos when a prefill over predicted neurons
+// has a gated activation: each token then computes the gates of its own
+// neurons only (gateEach), the others' being -inf, which the activation
+// turns into 0 and which leaves their up rows unread. The union of the
+// prompt's lists, which at 64 tokens holds most neurons, is only the set
+// that the pieces share out.
+func (j *ffnJob) ownGates(actives [][]int32) {
 	_, gated := gateCut(j.f.Act, j.f.Threshold)
 	if j.T < 2 || actives == nil || !gated || !skipRows {
 		return
 	}
-	words := j.memberWords()
-	ng := (j.T + prefillGroup - 1) / prefillGroup
-	if cap(j.member) < ng*words {
-		j.member = make([]uint64, ng*words)
-	}
-	j.member = j.member[:ng*words]
-	clear(j.member)
-	for t, a := range actives[:j.T] {
+	for _, a := range actives[:j.T] {
 		if a == nil {
-			j.member = j.member[:0] // a token that wants every neuron
-			return
+			return // a token that wants every neuron
 		}
-		m := j.member[t/prefillGroup*words:]
-		for _, id := range a {
-			m[id/64] |= 1 << (id % 64)
-		}
+	}
+	j.actives = actives
+	n := j.f.Gate.Rows
+	if cap(j.pos) < n {
+		j.pos = make([]int32, n)
+	}
+	j.pos = j.pos[:n]
+	for p, id := range j.ids {
+		j.pos[id] = int32(p)
 	}
 }
 
-// memberWords is the length of one group's bit set in j.member.
-func (j *ffnJob) memberWords() int { return (j.f.Gate.Rows + 63) / 64 }
-
-// gatherGate sets s.g for neurons ids: for every token, or with j.member
-// per group of four tokens for the group's neurons only, the others -inf
-// (a gated activation gives them 0, and their up rows are not read).
-func (j *ffnJob) gatherGate(s *ffnScratch, ids []int32) {
-	if len(j.member) == 0 {
-		gatherAll(j.fast, j.f.Gate, s.g, ids, j.x, j.T, j.a)
-		return
-	}
-	words := j.memberWords()
-	for t0 := 0; t0 < j.T; t0 += prefillGroup {
-		m := j.member[t0/prefillGroup*words:]
-		s.live, s.rows = s.live[:0], s.rows[:0]
-		for i, id := range ids {
-			if m[id/64]&(1<<(id%64)) != 0 {
-				s.live, s.rows = append(s.live, i), append(s.rows, id)
-			}
-		}
-		j.gatherLive(s, j.f.Gate, s.g, len(ids), t0, float32(math.Inf(-1)))
-	}
-}
-
-// gatherUp sets s.u for neurons ids. Where the activation is zero whenever
-// the gate does not fire (relu, fatrelu, drelu), each group of four tokens
+// gatherUp sets s.u for the piece's neurons ids. Where the activation is
+// zero whenever the gate does not fire (relu, fatrelu, drelu), each token
 // of a prefill, and a decode step over predicted neurons, reads only the up
-// rows whose gate fired for one of them: the others' up values would be
-// multiplied by zero (they are set to 0). Dense decode reads every row, so
-// that it stays the read of the whole file. It returns how many of the
-// groups' up rows it left unread.
+// rows whose gate fired for it: the others' up values would be multiplied
+// by zero (they are set to 0). Dense decode reads every row, so that it
+// stays the read of the whole file. It returns how many up rows it left
+// unread.
 func (j *ffnJob) gatherUp(s *ffnScratch, ids []int32) (unread int) {
-	f, T, k := j.f, j.T, len(ids)
+	f, T, n := j.f, j.T, len(ids)
 	cut, gated := gateCut(f.Act, f.Threshold)
 	if !gated || !skipRows || (T < 2 && !j.predicted) {
 		gatherAll(j.fast, f.Up, s.u, ids, j.x, T, j.a)
 		return 0
 	}
-	for t0 := 0; t0 < T; t0 += prefillGroup {
+	clear(s.u[:T*n])
+	for t := 0; t < T; t++ {
 		s.live, s.rows = s.live[:0], s.rows[:0]
 		for i, id := range ids {
-			for t := t0; t < min(T, t0+prefillGroup); t++ {
-				g := s.g[t*k+i]
-				if f.GateBias != nil {
-					g += f.GateBias[id]
-				}
-				if g > cut {
-					s.live, s.rows = append(s.live, i), append(s.rows, id)
-					break
-				}
+			g := s.g[t*n+i]
+			if f.GateBias != nil {
+				g += f.GateBias[id]
+			}
+			if g > cut {
+				s.live, s.rows = append(s.live, i), append(s.rows, id)
 			}
 		}
-		j.gatherLive(s, f.Up, s.u, k, t0, 0)
-		unread += k - len(s.rows)
+		j.gatherToken(s, f.Up, t, s.u[t*n:])
+		unread += n - len(s.rows)
 	}
 	return unread
 }
 
-// gatherLive sets, for the group of tokens from t0, dst's entries (token
-// rows of k) at the tile positions s.live to matrix m's rows s.rows times
-// the tokens, and the group's other entries to fill.
-func (j *ffnJob) gatherLive(s *ffnScratch, m *Matrix, dst []float32, k, t0 int, fill float32) {
-	n := min(prefillGroup, j.T-t0)
-	for t := t0; t < t0+n; t++ {
-		row := dst[t*k : (t+1)*k]
-		for i := range row {
-			row[i] = fill
-		}
-	}
-	r := len(s.rows)
-	if r == 0 {
-		return
-	}
-	s.tmp = growF(s.tmp, n*r)
-	a := j.a
-	if a != nil && n < j.T {
-		s.sub = j.a.Tokens(t0, n)
-		a = &s.sub
-	}
-	gatherAll(j.fast, m, s.tmp, s.rows, j.x[t0*m.Cols:(t0+n)*m.Cols], n, a)
-	for t := range n {
-		d := dst[(t0+t)*k:]
-		for q, i := range s.live {
-			d[i] = s.tmp[t*r+q]
-		}
-	}
-}
-
-// nonzero drops the neurons of a one-token tile whose activation (s.g) is
-// zero: their down rows would add exact zeros. It returns the rest, with
-// s.g compacted alike.
-func (s *ffnScratch) nonzero(ids []int32) ([]int32, int) {
+// nonzero drops the neurons of one token whose activation (s.g) is zero:
+// their down rows would add exact zeros. It returns the rest, with s.g
+// compacted alike.
+func (s *ffnScratch) nonzero(ids []int32) []int32 {
 	s.rows = s.rows[:0]
 	for i, id := range ids {
 		if s.g[i] != 0 {
@@ -342,13 +304,13 @@ func (s *ffnScratch) nonzero(ids []int32) ([]int32, int) {
 			s.rows = append(s.rows, id)
 		}
 	}
-	return s.rows, len(s.rows)
+	return s.rows
 }
 
 // skipRows lets the FFN leave unread the rows whose products are zero: a
-// prefill's up rows and its groups' gate rows (gatherUp, groupMembers), a
-// decode step's up and down rows; TestPrefillUpSkipExact clears it to
-// compare.
+// prefill's up rows and the gate rows of neurons a token did not choose
+// (gatherUp, ownGates), a decode step's up and down rows;
+// TestPrefillUpSkipExact clears it to compare.
 var skipRows = true
 
 // union merges sorted id lists; nil if any is nil (all neurons).
@@ -381,10 +343,9 @@ func union(actives [][]int32, T, n int) []int32 {
 type ffnScratch struct {
 	lo             int // the piece it summed
 	g, u, acc, tmp []float32
-	act            []float32 // a prefill's activations, T rows of the piece
-	live           []int     // gatherLive's positions in the tile
+	live           []int     // gatherToken's positions in the piece
 	rows           []int32   // and their neurons
-	sub            avx2.Acts // its tokens' activations
+	sub            avx2.Acts // its token's activations
 }
 
 var ffnBufs = sync.Pool{New: func() any { return new(ffnScratch) }}
