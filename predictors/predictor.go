@@ -186,9 +186,13 @@ func (m *MLP) PredictRows(l *Layer, in Rows, dst [][]int32) [][]int32 {
 	for len(dst) < T {
 		dst = append(dst, nil)
 	}
-	for t := range T {
-		dst[t] = above(m.s[t*nff:(t+1)*nff], l.PredCut, dst[t][:0])
-	}
+	// A 64-token prompt has 700 thousand scores per layer of the 7B file;
+	// picking from them on one thread took 6% of its prefill.
+	in.Pool.Run(T, func(lo, hi int) {
+		for t := lo; t < hi; t++ {
+			dst[t] = above(m.s[t*nff:(t+1)*nff], l.PredCut, dst[t][:0])
+		}
+	})
 	return dst
 }
 
