@@ -74,9 +74,15 @@ func init() {
 		Shape:   func(s *ShapeArgs) (int, error) { return s.In[0], vecFits(s.W[0], s.In[0]) },
 		Run: func(c *Ctx) error {
 			eps := float32(c.A.Float("eps"))
-			for t := 0; t < c.Out.Rows; t++ {
-				RMSNorm(c.Out.Row(t), c.In[0].Row(t), c.W[0].Vec, eps)
+			if c.Out.Rows == 1 {
+				RMSNorm(c.Out.Row(0), c.In[0].Row(0), c.W[0].Vec, eps)
+				return nil
 			}
+			c.Pool.Run(c.Out.Rows, func(lo, hi int) {
+				for t := lo; t < hi; t++ {
+					RMSNorm(c.Out.Row(t), c.In[0].Row(t), c.W[0].Vec, eps)
+				}
+			})
 			return nil
 		}})
 
@@ -122,11 +128,18 @@ func init() {
 			if nrot == 0 {
 				nrot = hd
 			}
-			neox := c.A.Str("mode") == "neox"
-			copy(c.Out.Data, c.In[0].Data[:len(c.Out.Data)])
-			for t := 0; t < c.Out.Rows; t++ {
-				RoPE(c.Out.Row(t), nh, hd, nrot, c.Rows[t].Pos, c.A.Float("theta"), neox)
+			neox, theta := c.A.Str("mode") == "neox", c.A.Float("theta")
+			if c.Out.Rows == 1 {
+				copy(c.Out.Data, c.In[0].Data[:len(c.Out.Data)])
+				RoPE(c.Out.Row(0), nh, hd, nrot, c.Rows[0].Pos, theta, neox)
+				return nil
 			}
+			c.Pool.Run(c.Out.Rows, func(lo, hi int) {
+				for t := lo; t < hi; t++ {
+					copy(c.Out.Row(t), c.In[0].Row(t))
+					RoPE(c.Out.Row(t), nh, hd, nrot, c.Rows[t].Pos, theta, neox)
+				}
+			})
 			return nil
 		}})
 
@@ -169,7 +182,14 @@ func init() {
 		Register(&Op{Name: name, Doc: "element-wise " + name + " of two equally wide inputs", Inputs: 2,
 			Shape: sameWidth,
 			Run: func(c *Ctx) error {
-				f(c.Out.Data, c.In[0].Data, c.In[1].Data)
+				if c.Out.Rows == 1 {
+					f(c.Out.Data, c.In[0].Data, c.In[1].Data)
+					return nil
+				}
+				w := c.Out.Cols
+				c.Pool.Run(c.Out.Rows, func(lo, hi int) {
+					f(c.Out.Data[lo*w:hi*w], c.In[0].Data[lo*w:], c.In[1].Data[lo*w:])
+				})
 				return nil
 			}})
 	}

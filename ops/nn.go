@@ -13,10 +13,21 @@ import (
 // RMSNorm writes x / rms(x) * w. Accumulates in float64 so that long rows do
 // not drift from PyTorch's fp32 result.
 func RMSNorm(out, x, w []float32, eps float32) {
-	var ss float64
-	for _, v := range x {
-		ss += float64(v) * float64(v)
+	// In float64, as GGML sums it; four sums, so that each add need not
+	// wait for the one before.
+	var s0, s1, s2, s3 float64
+	n4 := len(x) &^ 3
+	for i := 0; i < n4; i += 4 {
+		v := x[i : i+4 : i+4]
+		s0 += float64(v[0]) * float64(v[0])
+		s1 += float64(v[1]) * float64(v[1])
+		s2 += float64(v[2]) * float64(v[2])
+		s3 += float64(v[3]) * float64(v[3])
 	}
+	for _, v := range x[n4:] {
+		s0 += float64(v) * float64(v)
+	}
+	ss := (s0 + s1) + (s2 + s3)
 	scale := float32(1 / math.Sqrt(ss/float64(len(x))+float64(eps)))
 	for i, v := range x {
 		out[i] = v * scale * w[i]
