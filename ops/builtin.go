@@ -285,11 +285,14 @@ func attention(c *Ctx) error {
 func (j *attnJob) Run(lo, hi int) {
 	c := j.c
 	q, k, v := c.In[0], c.In[1], c.In[2]
-	nh, hd, vd := j.nh, j.hd, j.vd
+	hd, vd := j.hd, j.vd
 	buf := scoreBufs.Get().(*[]float32)
 	defer scoreBufs.Put(buf)
 	for job := lo; job < hi; job++ {
-		t, h := job/nh, job%nh
+		// Head by head, each head's rows in turn: a prompt's rows then read
+		// the same head's keys and values, which stay in cache, where row
+		// by row every head's would pass through it for each row.
+		h, t := job/q.Rows, job%q.Rows
 		p, kv := c.Rows[t].Pos, j.caches[t]
 		first := 0
 		if j.window > 0 && p-j.window+1 > first {
