@@ -118,13 +118,7 @@ func Softmax(x []float32) {
 			m = v
 		}
 	}
-	var sum float64
-	for i, v := range x {
-		e := math.Exp(float64(v - m))
-		x[i] = float32(e)
-		sum += e
-	}
-	inv := float32(1 / sum)
+	inv := 1 / avx2.ExpSum(x, m)
 	for i := range x {
 		x[i] *= inv
 	}

@@ -18,6 +18,7 @@ package avx2
 
 import (
 	"fmt"
+	"math"
 	"sync"
 	"unsafe"
 
@@ -415,4 +416,20 @@ func checkRows(fn string, w []byte, rowBytes int, rows []int32, n int) []int32 {
 		}
 	}
 	return rows
+}
+
+// ExpSum sets x[i] = e^(x[i]-m) and returns their sum: softmax's
+// exponentials. With AVX-512 in float32, within 3e-7 of e^(x-m) relative
+// (the sum's own rounding apart), 0 below e^-104; otherwise by math.Exp.
+func ExpSum(x []float32, m float32) float32 {
+	if AVX512 && Available && len(x) > 0 {
+		return expSum(&x[0], len(x), m)
+	}
+	var sum float64
+	for i, v := range x {
+		e := math.Exp(float64(v - m))
+		x[i] = float32(e)
+		sum += e
+	}
+	return float32(sum)
 }

@@ -1,6 +1,8 @@
 package avx2
 
 import (
+	"encoding/binary"
+	"math"
 	"math/rand/v2"
 	"testing"
 )
@@ -92,6 +94,44 @@ func FuzzGatherActs(f *testing.F) {
 		for _, p := range paths() {
 			onPath(p, func() {
 				checkActs(t, w, cols, rows, nrows, T, rand.New(rand.NewPCG(uint64(c), uint64(nr))))
+			})
+		}
+	})
+}
+
+// FuzzExpSum: every path's exponentials within 3e-7 of math.Exp's (or
+// both below 1e-30), for any float32 inputs at or below m.
+func FuzzExpSum(f *testing.F) {
+	f.Add([]byte{0, 0, 0x80, 0xbf, 0, 0, 0xc8, 0xc2}, float32(0.5))
+	f.Fuzz(func(t *testing.T, data []byte, m float32) {
+		x0 := make([]float32, len(data)/4)
+		for i := range x0 {
+			x0[i] = math.Float32frombits(binary.LittleEndian.Uint32(data[4*i:]))
+		}
+		if math.IsNaN(float64(m)) || math.IsInf(float64(m), 0) {
+			return
+		}
+		for i, v := range x0 {
+			if math.IsNaN(float64(v)) || v > m {
+				x0[i] = m // softmax subtracts the largest
+			}
+		}
+		for _, p := range paths() {
+			onPath(p, func() {
+				x := append([]float32(nil), x0...)
+				ExpSum(x, m)
+				for i, v := range x0 {
+					e := math.Exp(float64(v - m))
+					if e < 1e-30 {
+						if x[i] >= 1e-30 {
+							t.Fatalf("%s: e^(%g-%g) = %g, want < 1e-30", p, v, m, x[i])
+						}
+						continue
+					}
+					if d := math.Abs(float64(x[i])-e) / e; d > 3e-7 {
+						t.Fatalf("%s: e^(%g-%g) = %g, want %g (rel %g)", p, v, m, x[i], e, d)
+					}
+				}
 			})
 		}
 	})

@@ -32,6 +32,11 @@ func repackQ4r16(pk *byte, w *byte, offs *int32, nblk int)
 //go:noescape
 func dotQ4r16(out *float32, ldo int, pk *byte, xs *uintptr, ngrp int, mask uint16, nt int)
 
+// In exp_amd64.s.
+//
+//go:noescape
+func expSum(x *float32, n int, m float32) float32
+
 func has512() bool {
 	return cpuid.CPU.Supports(cpuid.AVX512F, cpuid.AVX512BW, cpuid.AVX512VL, cpuid.AVX512VBMI, cpuid.AVX512VNNI)
 }

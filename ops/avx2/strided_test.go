@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 )
 
 // The strided f32 gather and axpy (attention's view of the KV cache)
@@ -166,4 +168,39 @@ func TestStridedMisuse(t *testing.T) {
 			f()
 		}()
 	}
+}
+
+// ExpSum against e^(x-m) in float64 (x-m in float32), on every path, at lengths around the
+// sixteen-lane step, over softmax's range of inputs and its edges.
+func TestExpSum(t *testing.T) {
+	r := rand.New(rand.NewPCG(21, 22))
+	for _, n := range []int{1, 7, 15, 16, 17, 31, 33, 100, 1000} {
+		x0 := make([]float32, n)
+		for i := range x0 {
+			x0[i] = float32(-110 * r.Float64())
+		}
+		x0[0] = 0
+		if n > 3 {
+			x0[1], x0[2], x0[3] = float32(math.Inf(-1)), -87.5, float32(-1e-8)
+		}
+		forPaths(t, func(t *testing.T) {
+			x := append([]float32(nil), x0...)
+			m := float32(0.25)
+			got := ExpSum(x, m)
+			var want float64
+			for i, v := range x0 {
+				e := math.Exp(float64(v - m)) // x - m in float32, as softmax takes it
+				want += e
+				if e < 1e-30 {
+					require.Less(t, float64(x[i]), 1e-30, "n=%d x=%g", n, v)
+					continue
+				}
+				require.InEpsilon(t, e, float64(x[i]), 3e-7, "n=%d x=%g", n, v)
+			}
+			require.InEpsilon(t, want, float64(got), 1e-6, "n=%d", n)
+		})
+	}
+	x := []float32{float32(math.NaN()), 0}
+	ExpSum(x, 0)
+	require.True(t, math.IsNaN(float64(x[0])), "NaN in, NaN out")
 }
