@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/pinfer/pinfer/bench"
@@ -93,10 +94,17 @@ func printTable(m *engine.Model, r *bench.Report) {
 	if r.HugePages >= 0 {
 		fmt.Printf("weights in 2 MB pages: %.0f%% of those read (a file cached through a plain read or write keeps 4 KB pages until it leaves the page cache)\n", 100*r.HugePages)
 	}
-	tg := map[string]float64{}
+	tg, pp := map[string]float64{}, map[string]float64{}
+	var modes []string
 	for _, x := range r.Results {
 		if strings.HasPrefix(x.Test, "tg") {
 			tg[x.Mode] = x.Median
+		}
+		if strings.HasPrefix(x.Test, "pp") {
+			pp[x.Mode] = x.Median
+		}
+		if !slices.Contains(modes, x.Mode) {
+			modes = append(modes, x.Mode)
 		}
 		if x.Placed != "" && strings.HasPrefix(x.Test, "tg") {
 			fmt.Printf("%s: %s\n", x.Mode, x.Placed)
@@ -105,6 +113,11 @@ func printTable(m *engine.Model, r *bench.Report) {
 	for _, q := range [][2]string{{"sparse", "dense"}, {"hybrid", "split"}, {"hybrid", "sparse"}} {
 		if tg[q[0]] > 0 && tg[q[1]] > 0 {
 			fmt.Printf("%s / %s decode (medians): %.2fx\n", q[0], q[1], tg[q[0]]/tg[q[1]])
+		}
+	}
+	for _, m := range modes {
+		if pp[m] > 0 && tg[m] > 0 {
+			fmt.Printf("%s prefill / decode per token (medians): %.2fx\n", m, pp[m]/tg[m])
 		}
 	}
 }

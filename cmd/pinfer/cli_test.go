@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -200,4 +201,31 @@ func TestRunSeed(t *testing.T) {
 	b, _, _ := pinfer(t, args...)
 	require.Equal(t, a, b)
 	require.Greater(t, len(a), len("ROMEO:"))
+}
+
+// bench's summary lines are the ratios of the table's medians: each mode's
+// prefill against its decode, and one mode's decode against another's.
+func TestBenchRatios(t *testing.T) {
+	out, stderr, code := pinfer(t, "bench", "-p", "8", "-n", "4", "-r", "1", "--mode", "dense,oracle")
+	require.Equal(t, 0, code, stderr)
+	median := map[string]float64{} // mode and test -> median t/s
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Split(line, "|")
+		if len(f) < 10 || !strings.HasPrefix(strings.TrimSpace(f[7]), "pp") && !strings.HasPrefix(strings.TrimSpace(f[7]), "tg") {
+			continue
+		}
+		v, err := strconv.ParseFloat(strings.TrimSpace(f[9]), 64)
+		require.NoError(t, err, line)
+		median[strings.TrimSpace(f[6])+" "+strings.TrimSpace(f[7])[:2]] = v
+	}
+	for _, mode := range []string{"dense", "oracle"} {
+		pp, tg := median[mode+" pp"], median[mode+" tg"]
+		require.Positive(t, pp, "%s prefill row in:\n%s", mode, out)
+		require.Positive(t, tg, "%s decode row in:\n%s", mode, out)
+		var got float64
+		n, err := fmt.Sscanf(out[strings.Index(out, mode+" prefill / decode per token (medians): "):], mode+" prefill / decode per token (medians): %fx", &got)
+		require.NoError(t, err, out)
+		require.Equal(t, 1, n)
+		require.InDelta(t, pp/tg, got, 0.01*pp/tg+0.005, "%s: %g / %g", mode, pp, tg)
+	}
 }
