@@ -203,8 +203,8 @@ func TestRunSeed(t *testing.T) {
 	require.Greater(t, len(a), len("ROMEO:"))
 }
 
-// bench's summary lines are the ratios of the table's medians: each mode's
-// prefill against its decode, and one mode's decode against another's.
+// bench's summary line for each mode is the ratio of the table's medians:
+// its prefill's t/s against its decode's.
 func TestBenchRatios(t *testing.T) {
 	out, stderr, code := pinfer(t, "bench", "-p", "8", "-n", "4", "-r", "1", "--mode", "dense,oracle")
 	require.Equal(t, 0, code, stderr)
