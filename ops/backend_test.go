@@ -160,9 +160,10 @@ func unit(d, j int) []float32 {
 	return e
 }
 
-// A batch computes the union of its tokens' neurons; where each token's set
-// already holds every neuron that fires for it (the oracle's sets), that is
-// the same as running the tokens one by one.
+// A batch shares out the union of its tokens' neurons and each token
+// computes its own; where each token's set already holds every neuron that
+// fires for it (the oracle's sets), that is the same as running the tokens
+// one by one.
 func TestFFNBatchMatchesRows(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	pool := NewPool(2)
@@ -257,13 +258,12 @@ func TestBackendFFNBatch(t *testing.T) {
 	}
 }
 
-// A prefill skips the up rows whose gate fired for none of a group of four
-// tokens, and a decode step over predicted neurons (T=1) the up rows whose
-// gate did not fire and the down rows whose activation is zero: each
-// skipped product is an exact zero, so the output must match the one that
-// reads every row up to the rounding of a different kernel grouping the
-// rows (a skipped firing neuron moves it by far more), for each gated
-// activation, with a gate bias or without.
+// A prefill, token by token, and a decode step over predicted neurons
+// (T=1) skip the up rows whose gate did not fire and the down rows whose
+// activation is zero: each skipped product is an exact zero, so the output
+// must match the one that reads every row up to the rounding of a
+// different kernel grouping the rows (a skipped firing neuron moves it by
+// far more), for each gated activation, with a gate bias or without.
 func TestPrefillUpSkipExact(t *testing.T) {
 	rng := rand.New(rand.NewPCG(9, 10))
 	pool := NewPool(2)

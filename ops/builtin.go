@@ -74,6 +74,8 @@ func init() {
 		Shape:   func(s *ShapeArgs) (int, error) { return s.In[0], vecFits(s.W[0], s.In[0]) },
 		Run: func(c *Ctx) error {
 			eps := float32(c.A.Float("eps"))
+			// One row (decode) inline: the closure below, which the pool
+			// keeps, would be an allocation per call.
 			if c.Out.Rows == 1 {
 				RMSNorm(c.Out.Row(0), c.In[0].Row(0), c.W[0].Vec, eps)
 				return nil
@@ -234,7 +236,7 @@ func newKVCache(r Row, kw, vw int) *kvCache {
 type attnJob struct {
 	c             *Ctx
 	caches        []*kvCache
-	nh, hd, vd    int
+	hd, vd        int
 	group, window int
 	scale         float32
 }
@@ -254,7 +256,7 @@ func attention(c *Ctx) error {
 		j.c = nil
 		attnJobs.Put(j)
 	}()
-	*j = attnJob{c: c, caches: j.caches[:0], nh: nh, hd: q.Cols / nh, vd: v.Cols / nkv, group: nh / nkv, window: c.A.Int("window")}
+	*j = attnJob{c: c, caches: j.caches[:0], hd: q.Cols / nh, vd: v.Cols / nkv, group: nh / nkv, window: c.A.Int("window")}
 	// Store every row's k and v first: a prompt's rows attend to each other.
 	for t, r := range c.Rows {
 		if r.Pos >= r.NCtx {

@@ -97,8 +97,9 @@ func axpyRows(t DType, y []float32, w []byte, cols int, rows []int32, coef []flo
 }
 
 // matMulFast splits the rows over the pool. Each worker hands its whole
-// range to the kernels: q4_0 multiplies up to four tokens per weight load
-// in registers; for the other types, with several tokens, it walks its rows
+// range to the kernels: q4_0 shares each weight load among several tokens
+// in registers (sixteen rows by eight tokens, or four by four); for the
+// other types, with several tokens, it walks its rows
 // in tiles small enough to stay in cache while every token uses them, so
 // the weights stream from memory once.
 func matMulFast(p *Pool, out []float32, m *Matrix, x []float32, T int) {

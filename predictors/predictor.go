@@ -176,6 +176,7 @@ func (m *MLP) Predict(l *Layer, in Input, dst []int32) []int32 {
 	return above(m.s, l.PredCut, dst)
 }
 
+// PredictRows scores all of a prompt's tokens with two mat-mats.
 func (m *MLP) PredictRows(l *Layer, in Rows, dst [][]int32) [][]int32 {
 	T, nff := in.T, l.NFF
 	m.h = grow(m.h, T*l.FC1.Rows)

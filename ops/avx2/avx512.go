@@ -126,12 +126,12 @@ func GatherQ4_0Acts(out []float32, ldo int, w []byte, rows []int32, a *Acts) {
 	if !a.ready {
 		a.prep()
 	}
-	xb := xsBytes(nblk)
 	stride := nblk * q4Block
 	if r16Fits(w, nblk, T) {
 		gatherQ4r16(out, ldo, w, stride, ids, a, nblk)
 		return
 	}
+	xb := xsBytes(nblk)
 	t0 := 0
 	if nblk%4 == 0 && T >= 4 {
 		// The 4x4 kernel over whole groups of rows and tokens, a tile of
