@@ -216,19 +216,40 @@ func attentionShape(s *ShapeArgs) (int, error) {
 }
 
 // kvCache keeps every position's k and v rows of one attention node and
-// one sequence: in k and v, or in f16 in k16 and v16.
+// one sequence: in k and v, or in f16 in k16 and v16. Head by head: kv
+// head g's keys at position p start at (g·nctx+p)·hd. With a position's
+// heads side by side instead, one head's keys lay 16 KB apart (a 7B's
+// 32 heads of 128) and fell into a few dozen of the L2's sets, so a prompt
+// read them from L3 for every row.
 type kvCache struct {
 	k, v     []float32
 	k16, v16 []uint16
+	nctx     int
 }
 
 // newKVCache makes row r's cache: r.NCtx positions of kw keys and vw
 // values, of r.KV.
 func newKVCache(r Row, kw, vw int) *kvCache {
 	if r.KV == F16 {
-		return &kvCache{k16: make([]uint16, r.NCtx*kw), v16: make([]uint16, r.NCtx*vw)}
+		return &kvCache{k16: make([]uint16, r.NCtx*kw), v16: make([]uint16, r.NCtx*vw), nctx: r.NCtx}
 	}
-	return &kvCache{k: make([]float32, r.NCtx*kw), v: make([]float32, r.NCtx*vw)}
+	return &kvCache{k: make([]float32, r.NCtx*kw), v: make([]float32, r.NCtx*vw), nctx: r.NCtx}
+}
+
+// store puts position p's keys and values, nkv heads of each, in place.
+func (c *kvCache) store(p, nkv int, k, v []float32) {
+	hd, vd := len(k)/nkv, len(v)/nkv
+	for g := range nkv {
+		kat, vat := (g*c.nctx+p)*hd, (g*c.nctx+p)*vd
+		kg, vg := k[g*hd:(g+1)*hd], v[g*vd:(g+1)*vd]
+		if c.k16 != nil {
+			EncodeF16(c.k16[kat:kat+hd], kg)
+			EncodeF16(c.v16[vat:vat+vd], vg)
+		} else {
+			copy(c.k[kat:kat+hd], kg)
+			copy(c.v[vat:vat+vd], vg)
+		}
+	}
 }
 
 // attnJob is one attention call's work over (row, head) pairs, recycled so
@@ -267,13 +288,7 @@ func attention(c *Ctx) error {
 			kv = newKVCache(r, k.Cols, v.Cols)
 			*r.State = kv
 		}
-		if kv.k16 != nil {
-			EncodeF16(kv.k16[r.Pos*k.Cols:][:k.Cols], k.Row(t))
-			EncodeF16(kv.v16[r.Pos*v.Cols:][:v.Cols], v.Row(t))
-		} else {
-			copy(kv.k[r.Pos*k.Cols:], k.Row(t))
-			copy(kv.v[r.Pos*v.Cols:], v.Row(t))
-		}
+		kv.store(r.Pos, nkv, k.Row(t), v.Row(t))
 		j.caches = append(j.caches, kv)
 	}
 	j.scale = float32(c.A.Float("scale"))
@@ -286,7 +301,7 @@ func attention(c *Ctx) error {
 
 func (j *attnJob) Run(lo, hi int) {
 	c := j.c
-	q, k, v := c.In[0], c.In[1], c.In[2]
+	q := c.In[0]
 	hd, vd := j.hd, j.vd
 	buf := scoreBufs.Get().(*[]float32)
 	defer scoreBufs.Put(buf)
@@ -310,19 +325,19 @@ func (j *attnJob) Run(lo, hi int) {
 		}
 		s, row := (*buf)[:n], (*buf)[n:]
 		out := c.Out.Row(t)[h*vd : (h+1)*vd]
-		kat, vat := first*k.Cols+kvh*hd, first*v.Cols+kvh*vd
-		// The head's keys and values are strided matrices: the kernels
+		kat, vat := (kvh*kv.nctx+first)*hd, (kvh*kv.nctx+first)*vd
+		// The head's keys and values are matrices of n rows: the kernels
 		// prefetch the positions ahead (one call per position left a 7B
 		// decode at 512 positions waiting on memory).
 		switch {
 		case !Fast:
 			for i := range s {
-				s[i] = Dot(qh, cacheRow(row[:hd], kv.k, kv.k16, kat+i*k.Cols))
+				s[i] = Dot(qh, cacheRow(row[:hd], kv.k, kv.k16, kat+i*hd))
 			}
 		case kv.k16 != nil:
-			avx2.GatherF16Strided(s, kv.k16[kat:], k.Cols, hd, qh)
+			avx2.GatherF16Strided(s, kv.k16[kat:], hd, hd, qh)
 		default:
-			avx2.GatherF32Strided(s, kv.k[kat:], k.Cols, hd, qh)
+			avx2.GatherF32Strided(s, kv.k[kat:], hd, hd, qh)
 		}
 		for i := range s {
 			s[i] *= j.scale
@@ -332,12 +347,12 @@ func (j *attnJob) Run(lo, hi int) {
 		switch {
 		case !Fast:
 			for i, w := range s {
-				Axpy(out, w, cacheRow(row[:vd], kv.v, kv.v16, vat+i*v.Cols))
+				Axpy(out, w, cacheRow(row[:vd], kv.v, kv.v16, vat+i*vd))
 			}
 		case kv.v16 != nil:
-			avx2.AxpyF16Strided(out, kv.v16[vat:], v.Cols, s)
+			avx2.AxpyF16Strided(out, kv.v16[vat:], vd, s)
 		default:
-			avx2.AxpyF32Strided(out, kv.v[vat:], v.Cols, s)
+			avx2.AxpyF32Strided(out, kv.v[vat:], vd, s)
 		}
 	}
 }

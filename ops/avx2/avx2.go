@@ -84,7 +84,21 @@ func gatherRows(elem int, out []float32, w []byte, cols, stride int, ids []int32
 // len(out): rows of a strided view (stride >= cols elements), such as one
 // attention head's slice of every cached key.
 func GatherF32Strided(out, w []float32, stride, cols int, x []float32) {
-	gatherStrided("GatherF32Strided", 4, out, bytesOf(w), stride, cols, x)
+	if !AVX512 || len(out) < 4 || cols == 0 {
+		gatherStrided("GatherF32Strided", 4, out, bytesOf(w), stride, cols, x)
+		return
+	}
+	checkStrided("GatherF32Strided", len(w), stride, cols, len(out))
+	if len(x) != cols {
+		panic(fmt.Sprintf("avx2.GatherF32Strided: x has length %d, want cols=%d", len(x), cols))
+	}
+	// Four rows a call; a last few rows are the four last rows again.
+	n4 := len(out) &^ 3
+	tail := uint64(1)<<(cols%16) - 1
+	dotRowsF32(&out[0], &w[0], stride*4, n4, &x[0], cols/16, tail)
+	if last := len(out) - 4; last > n4-4 {
+		dotRowsF32(&out[last], &w[last*stride], stride*4, 4, &x[0], cols/16, tail)
+	}
 }
 
 // GatherF16Strided is GatherF32Strided over f16 values.
@@ -95,7 +109,20 @@ func GatherF16Strided(out []float32, w []uint16, stride, cols int, x []float32) 
 // AxpyF32Strided adds Σ_k coef[k]·w[k*stride:][:len(y)] to y, over the
 // same kind of view.
 func AxpyF32Strided(y, w []float32, stride int, coef []float32) {
-	axpyStrided("AxpyF32Strided", 4, y, bytesOf(w), stride, coef)
+	if !AVX512 || len(y) == 0 || len(coef) == 0 {
+		axpyStrided("AxpyF32Strided", 4, y, bytesOf(w), stride, coef)
+		return
+	}
+	checkStrided("AxpyF32Strided", len(w), stride, len(y), len(coef))
+	// Sixty-four columns a call, every row through each.
+	for c := 0; c < len(y); c += 64 {
+		var masks uint64
+		for i := range 4 {
+			lanes := min(max(len(y)-c-16*i, 0), 16)
+			masks |= (uint64(1)<<lanes - 1) << (16 * i)
+		}
+		axpyRowsF32(&y[c], &w[c], stride*4, len(coef), &coef[0], masks)
+	}
 }
 
 // AxpyF16Strided is AxpyF32Strided over f16 values.

@@ -288,6 +288,29 @@ func BenchmarkGatherHot(b *testing.B) {
 	}
 }
 
+// BenchmarkStridedHot: one attention head's scores and values, 256
+// positions of 128 f32 (128 KB each, from L2), as a prompt reads them.
+func BenchmarkStridedHot(b *testing.B) {
+	r := rand.New(rand.NewPCG(4, 4))
+	n, hd := 256, 128
+	k, v, q := randVec(r, n*hd), randVec(r, n*hd), randVec(r, hd)
+	s, out := randVec(r, n), make([]float32, hd)
+	b.Run("scores", func(b *testing.B) {
+		withPath(b, int64(n*hd*4), func(b *testing.B) {
+			for b.Loop() {
+				GatherF32Strided(s, k, hd, hd, q)
+			}
+		})
+	})
+	b.Run("values", func(b *testing.B) {
+		withPath(b, int64(n*hd*4), func(b *testing.B) {
+			for b.Loop() {
+				AxpyF32Strided(out, v, hd, s)
+			}
+		})
+	})
+}
+
 // BenchmarkGatherQ8F32: q8_0 rows times f32 activations (no rounding of x).
 func BenchmarkGatherQ8F32(b *testing.B) {
 	r := rand.New(rand.NewPCG(1, 1))

@@ -60,3 +60,11 @@ func gatherQ8f2(out *float32, w *byte, stride int, rows *int32, n int, x *float3
 
 //go:noescape
 func axpyQ4i8(y *float32, w *byte, stride int, rows *int32, n int, coef *float32, nblk int, rec *byte)
+
+// Hand-written in rowsf32_amd64.s.
+
+//go:noescape
+func dotRowsF32(out *float32, w *float32, stride int, n int, x *float32, nfull int, tail uint64)
+
+//go:noescape
+func axpyRowsF32(y *float32, w *float32, stride int, n int, coef *float32, masks uint64)

@@ -50,3 +50,7 @@ func gatherQ8v(out *float32, w *byte, stride int, rows *int32, n int, xs *byte, 
 func gatherQ8f2(out *float32, w *byte, stride int, rows *int32, n int, x *float32, nblk int) {
 	noAsm()
 }
+func dotRowsF32(out *float32, w *float32, stride int, n int, x *float32, nfull int, tail uint64) {
+	noAsm()
+}
+func axpyRowsF32(y *float32, w *float32, stride int, n int, coef *float32, masks uint64) { noAsm() }

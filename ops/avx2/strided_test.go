@@ -12,12 +12,13 @@ import (
 
 // The strided f32 gather and axpy (attention's view of the KV cache)
 // against float64 sums, on every path, with column counts that leave
-// tails and strides wider than the rows.
+// tails and strides wider than the rows, and row counts that leave a last
+// group of four short (the AVX-512 gather then repeats the last four).
 func TestStrided(t *testing.T) {
 	r := rand.New(rand.NewPCG(9, 9))
-	for _, cols := range []int{0, 1, 7, 8, 31, 128, 131} {
+	for _, cols := range []int{0, 1, 7, 8, 16, 31, 48, 64, 128, 131} {
 		for _, extra := range []int{0, 5, 4096} {
-			for _, n := range []int{0, 1, 9, 40} {
+			for _, n := range []int{0, 1, 4, 6, 9, 40} {
 				t.Run(fmt.Sprintf("cols%d/stride%d/n%d", cols, cols+extra, n), func(t *testing.T) {
 					forPaths(t, func(t *testing.T) {
 						checkStridedRef(t, r, cols, cols+extra, n, false)
