@@ -70,13 +70,7 @@ func TestAttentionCache(t *testing.T) {
 						ctx := &Ctx{In: []*Tensor{{Rows: 1, Cols: qw, Data: q}, {Rows: 1, Cols: kw, Data: k}, {Rows: 1, Cols: kw, Data: v}},
 							Out: out, A: Attrs{"n_head": c.nh, "n_head_kv": c.nkv, "window": c.window, "scale": 0.0},
 							Rows: []Row{{Pos: pos, NCtx: steps, KV: kv, State: &st}}, Pool: NewPool(2)}
-						run := func() { require.NoError(t, op.Run(ctx)) }
-						if level == "portable" {
-							run()
-						} else {
-							withFast(level, run)
-						}
-						ctx.Pool.Close()
+						runAt(t, level, op, ctx)
 						want := refAttention(q, kall, vall, pos, c.nh, c.nkv, c.window, kv)
 						for i, w := range want {
 							// Values are convex combinations of N(0,1) entries.
@@ -87,4 +81,68 @@ func TestAttentionCache(t *testing.T) {
 			}
 		}
 	}
+}
+
+// A prompt's rows in one call, as prefill runs them (the f32 path takes
+// them four at a time over the union of their spans), then a second
+// sequence's rows and the first's next ones side by side in one call,
+// whose groups of four do not share a cache: against refAttention.
+func TestAttentionPrompt(t *testing.T) {
+	op, _ := Lookup("attention")
+	rng := rand.New(rand.NewPCG(5, 5))
+	for _, kv := range []DType{F32, F16} {
+		for _, c := range []struct{ nh, nkv, hd, window int }{{8, 8, 16, 0}, {8, 2, 20, 0}, {4, 4, 128, 5}, {2, 1, 64, 3}} {
+			levels := append([]string{"portable"}, fastLevels(t)...)
+			for _, level := range levels {
+				t.Run(fmt.Sprintf("%v/h%d-kv%d-d%d-w%d/%s", kv, c.nh, c.nkv, c.hd, c.window, level), func(t *testing.T) {
+					const nctx = 40
+					qw, kw := c.nh*c.hd, c.nkv*c.hd
+					var st [2]any
+					var kall, vall [2][][]float32
+					// Calls of rows: (sequence, count) runs.
+					for _, call := range [][][2]int{{{0, 11}}, {{0, 6}}, {{1, 5}, {0, 7}}, {{0, 1}, {1, 3}}} {
+						var rows []Row
+						var q, k, v []float32
+						var seqs []int
+						for _, run := range call {
+							for range run[1] {
+								sq := run[0]
+								kr, vr := randomVec(rng, kw), randomVec(rng, kw)
+								rows = append(rows, Row{Pos: len(kall[sq]), NCtx: nctx, KV: kv, State: &st[sq]})
+								kall[sq], vall[sq] = append(kall[sq], kr), append(vall[sq], vr)
+								q, k, v = append(q, randomVec(rng, qw)...), append(k, kr...), append(v, vr...)
+								seqs = append(seqs, sq)
+							}
+						}
+						T := len(rows)
+						out := &Tensor{Rows: T, Cols: qw, Data: make([]float32, T*qw)}
+						ctx := &Ctx{In: []*Tensor{{Rows: T, Cols: qw, Data: q}, {Rows: T, Cols: kw, Data: k}, {Rows: T, Cols: kw, Data: v}},
+							Out: out, A: Attrs{"n_head": c.nh, "n_head_kv": c.nkv, "window": c.window, "scale": 0.0},
+							Rows: rows, Pool: NewPool(2)}
+						runAt(t, level, op, ctx)
+						for i, r := range rows {
+							sq := seqs[i]
+							want := refAttention(q[i*qw:(i+1)*qw], kall[sq], vall[sq], r.Pos, c.nh, c.nkv, c.window, kv)
+							for e, w := range want {
+								require.InDelta(t, w, float64(out.Data[i*qw+e]), 2e-5, "row %d (seq %d pos %d) out[%d]", i, sq, r.Pos, e)
+							}
+						}
+					}
+				})
+			}
+		}
+	}
+}
+
+// runAt runs op on ctx at a vector level ("portable": none), then closes
+// its pool.
+func runAt(t *testing.T, level string, op *Op, ctx *Ctx) {
+	t.Helper()
+	run := func() { require.NoError(t, op.Run(ctx)) }
+	if level == "portable" {
+		run()
+	} else {
+		withFast(level, run)
+	}
+	ctx.Pool.Close()
 }

@@ -295,65 +295,145 @@ func attention(c *Ctx) error {
 	if j.scale == 0 {
 		j.scale = float32(1 / math.Sqrt(float64(j.hd)))
 	}
-	c.Pool.Do(q.Rows*nh, j)
+	c.Pool.Do(nh*((q.Rows+attnBlock-1)/attnBlock), j)
 	return nil
 }
 
+// attnBlock is how many of a prompt's rows one job takes per head: the
+// four-vector kernels read each key and value once for them.
+const attnBlock = 4
+
 func (j *attnJob) Run(lo, hi int) {
-	c := j.c
-	q := c.In[0]
-	hd, vd := j.hd, j.vd
+	rows := len(j.c.Rows)
+	nb := (rows + attnBlock - 1) / attnBlock
 	buf := scoreBufs.Get().(*[]float32)
 	defer scoreBufs.Put(buf)
 	for job := lo; job < hi; job++ {
 		// Head by head, each head's rows in turn: a prompt's rows then read
 		// the same head's keys and values, which stay in cache, where row
 		// by row every head's would pass through it for each row.
-		h, t := job/q.Rows, job%q.Rows
-		p, kv := c.Rows[t].Pos, j.caches[t]
-		first := 0
-		if j.window > 0 && p-j.window+1 > first {
-			first = p - j.window + 1
+		h, t0 := job/nb, job%nb*attnBlock
+		t1 := min(t0+attnBlock, rows)
+		if t1-t0 == attnBlock && j.blockable(t0) {
+			j.block(h, t0, buf)
+			continue
 		}
-		qh := q.Row(t)[h*hd : (h+1)*hd]
-		kvh := h / j.group
-		n := p + 1 - first
-		if cap(*buf) < n+max(hd, vd) {
-			// Room for the whole context at once: growing by the one
-			// position each step adds was an allocation per step.
-			*buf = make([]float32, c.Rows[t].NCtx+max(hd, vd))
+		for t := t0; t < t1; t++ {
+			j.row(h, t, buf)
 		}
-		s, row := (*buf)[:n], (*buf)[n:]
-		out := c.Out.Row(t)[h*vd : (h+1)*vd]
-		kat, vat := (kvh*kv.nctx+first)*hd, (kvh*kv.nctx+first)*vd
-		// The head's keys and values are matrices of n rows: the kernels
-		// prefetch the positions ahead (one call per position left a 7B
-		// decode at 512 positions waiting on memory).
-		switch {
-		case !Fast:
-			for i := range s {
-				s[i] = Dot(qh, cacheRow(row[:hd], kv.k, kv.k16, kat+i*hd))
-			}
-		case kv.k16 != nil:
-			avx2.GatherF16Strided(s, kv.k16[kat:], hd, hd, qh)
-		default:
-			avx2.GatherF32Strided(s, kv.k[kat:], hd, hd, qh)
-		}
+	}
+}
+
+// span is the positions row t attends to: first..p.
+func (j *attnJob) span(t int) (first, p int) {
+	p = j.c.Rows[t].Pos
+	if j.window > 0 && p-j.window+1 > 0 {
+		first = p - j.window + 1
+	}
+	return first, p
+}
+
+// scratch returns *buf with room for n floats at least, grown to fit row
+// t's whole context at once: growing by the one position each decode step
+// adds was an allocation per step.
+func (j *attnJob) scratch(buf *[]float32, n, t int) []float32 {
+	if cap(*buf) < n {
+		*buf = make([]float32, max(n, attnBlock*(j.c.Rows[t].NCtx+j.hd+j.vd)))
+	}
+	return (*buf)[:n]
+}
+
+// row is one row's attention over one head.
+func (j *attnJob) row(h, t int, buf *[]float32) {
+	c, hd, vd := j.c, j.hd, j.vd
+	kv := j.caches[t]
+	first, p := j.span(t)
+	qh := c.In[0].Row(t)[h*hd : (h+1)*hd]
+	kvh := h / j.group
+	n := p + 1 - first
+	all := j.scratch(buf, n+max(hd, vd), t)
+	s, row := all[:n], all[n:]
+	out := c.Out.Row(t)[h*vd : (h+1)*vd]
+	kat, vat := (kvh*kv.nctx+first)*hd, (kvh*kv.nctx+first)*vd
+	// The head's keys and values are matrices of n rows: the kernels
+	// prefetch the positions ahead (one call per position left a 7B
+	// decode at 512 positions waiting on memory).
+	switch {
+	case !Fast:
 		for i := range s {
-			s[i] *= j.scale
+			s[i] = Dot(qh, cacheRow(row[:hd], kv.k, kv.k16, kat+i*hd))
 		}
-		Softmax(s)
-		clear(out)
-		switch {
-		case !Fast:
-			for i, w := range s {
-				Axpy(out, w, cacheRow(row[:vd], kv.v, kv.v16, vat+i*vd))
-			}
-		case kv.v16 != nil:
-			avx2.AxpyF16Strided(out, kv.v16[vat:], vd, s)
-		default:
-			avx2.AxpyF32Strided(out, kv.v[vat:], vd, s)
+	case kv.k16 != nil:
+		avx2.GatherF16Strided(s, kv.k16[kat:], hd, hd, qh)
+	default:
+		avx2.GatherF32Strided(s, kv.k[kat:], hd, hd, qh)
+	}
+	j.softmax(s)
+	clear(out)
+	switch {
+	case !Fast:
+		for i, w := range s {
+			Axpy(out, w, cacheRow(row[:vd], kv.v, kv.v16, vat+i*vd))
 		}
+	case kv.v16 != nil:
+		avx2.AxpyF16Strided(out, kv.v16[vat:], vd, s)
+	default:
+		avx2.AxpyF32Strided(out, kv.v[vat:], vd, s)
+	}
+}
+
+func (j *attnJob) softmax(s []float32) {
+	for i := range s {
+		s[i] *= j.scale
+	}
+	Softmax(s)
+}
+
+// blockable reports whether rows t0.. of a block share one f32 cache, as a
+// prompt's rows do, so that block can take them together.
+func (j *attnJob) blockable(t0 int) bool {
+	kv := j.caches[t0]
+	if !Fast || kv.k == nil {
+		return false
+	}
+	for t := t0 + 1; t < t0+attnBlock; t++ {
+		if j.caches[t] != kv {
+			return false
+		}
+	}
+	return true
+}
+
+// block is row for attnBlock rows of one sequence at once. They score the
+// union of their spans; each row's softmax covers its own span, and its
+// weights outside it are zero, so the values' sum is the row's own.
+func (j *attnJob) block(h, t0 int, buf *[]float32) {
+	c, hd, vd := j.c, j.hd, j.vd
+	kv := j.caches[t0]
+	lo, hi := j.span(t0)
+	for t := t0 + 1; t < t0+attnBlock; t++ {
+		f, p := j.span(t)
+		lo, hi = min(lo, f), max(hi, p)
+	}
+	n := hi + 1 - lo
+	all := j.scratch(buf, attnBlock*(n+hd+vd), t0)
+	s, qs, ys := all[:attnBlock*n], all[attnBlock*n:][:attnBlock*hd], all[attnBlock*(n+hd):][:attnBlock*vd]
+	for r := range attnBlock {
+		copy(qs[r*hd:(r+1)*hd], c.In[0].Row(t0 + r)[h*hd:(h+1)*hd])
+	}
+	kvh := h / j.group
+	avx2.GatherF32Strided4(s, kv.k[(kvh*kv.nctx+lo)*hd:], hd, hd, qs)
+	for r := range attnBlock {
+		f, p := j.span(t0 + r)
+		sr := s[r*n : (r+1)*n]
+		j.softmax(sr[f-lo : p+1-lo])
+		clear(sr[:f-lo])
+		clear(sr[p+1-lo:])
+	}
+	clear(ys)
+	avx2.AxpyF32Strided4(ys, kv.v[(kvh*kv.nctx+lo)*vd:], vd, s)
+	for r := range attnBlock {
+		copy(c.Out.Row(t0 + r)[h*vd:(h+1)*vd], ys[r*vd:(r+1)*vd])
 	}
 }
 

@@ -116,12 +116,60 @@ func AxpyF32Strided(y, w []float32, stride int, coef []float32) {
 	checkStrided("AxpyF32Strided", len(w), stride, len(y), len(coef))
 	// Sixty-four columns a call, every row through each.
 	for c := 0; c < len(y); c += 64 {
-		var masks uint64
-		for i := range 4 {
-			lanes := min(max(len(y)-c-16*i, 0), 16)
-			masks |= (uint64(1)<<lanes - 1) << (16 * i)
+		axpyRowsF32(&y[c], &w[c], stride*4, len(coef), &coef[0], colMasks(len(y)-c))
+	}
+}
+
+// colMasks are the lane masks of the four 16-float chunks of a block of
+// min(left, 64) columns, low chunk first.
+func colMasks(left int) uint64 {
+	var masks uint64
+	for i := range 4 {
+		lanes := min(max(left-16*i, 0), 16)
+		masks |= (uint64(1)<<lanes - 1) << (16 * i)
+	}
+	return masks
+}
+
+// GatherF32Strided4 is GatherF32Strided for four vectors at once: x holds
+// them back to back (4·cols values), and out[q·n+k] gets row k · x_q, with
+// n = len(out)/4. A prompt's rows then read a head's keys once for four.
+func GatherF32Strided4(out, w []float32, stride, cols int, x []float32) {
+	n := len(out) / 4
+	if len(out) != 4*n || len(x) != 4*cols {
+		panic(fmt.Sprintf("avx2.GatherF32Strided4: out has %d values, x %d, cols=%d: want 4·n and 4·cols", len(out), len(x), cols))
+	}
+	if !AVX512 || n < 4 || cols == 0 {
+		for q := range 4 {
+			GatherF32Strided(out[q*n:][:n], w, stride, cols, x[q*cols:][:cols])
 		}
-		axpyRowsF32(&y[c], &w[c], stride*4, len(coef), &coef[0], masks)
+		return
+	}
+	checkStrided("GatherF32Strided4", len(w), stride, cols, n)
+	n4, body, tail := n&^3, cols/16*64, uint64(1)<<(cols%16)-1
+	dotRowsF32x4(&out[0], n*4, &w[0], stride*4, n4, &x[0], cols*4, body, tail)
+	if last := n - 4; last > n4-4 {
+		dotRowsF32x4(&out[last], n*4, &w[last*stride], stride*4, 4, &x[0], cols*4, body, tail)
+	}
+}
+
+// AxpyF32Strided4 is AxpyF32Strided for four vectors at once: y holds them
+// back to back (4·cols values), and y_q gains Σ_k coef[q·n+k]·row k, with
+// n = len(coef)/4.
+func AxpyF32Strided4(y, w []float32, stride int, coef []float32) {
+	cols, n := len(y)/4, len(coef)/4
+	if len(y) != 4*cols || len(coef) != 4*n {
+		panic(fmt.Sprintf("avx2.AxpyF32Strided4: y has %d values, coef %d: want multiples of 4", len(y), len(coef)))
+	}
+	if !AVX512 || cols == 0 || n == 0 {
+		for q := range 4 {
+			AxpyF32Strided(y[q*cols:][:cols], w, stride, coef[q*n:][:n])
+		}
+		return
+	}
+	checkStrided("AxpyF32Strided4", len(w), stride, cols, n)
+	for c := 0; c < cols; c += 64 {
+		axpyRowsF32x4(&y[c], cols*4, &w[c], stride*4, n, &coef[0], n*4, colMasks(cols-c))
 	}
 }
 

@@ -289,7 +289,8 @@ func BenchmarkGatherHot(b *testing.B) {
 }
 
 // BenchmarkStridedHot: one attention head's scores and values, 256
-// positions of 128 f32 (128 KB each, from L2), as a prompt reads them.
+// positions of 128 f32 (128 KB each, from L2), as a prompt reads them: a
+// row at a time, and four rows at a time.
 func BenchmarkStridedHot(b *testing.B) {
 	r := rand.New(rand.NewPCG(4, 4))
 	n, hd := 256, 128
@@ -306,6 +307,23 @@ func BenchmarkStridedHot(b *testing.B) {
 		withPath(b, int64(n*hd*4), func(b *testing.B) {
 			for b.Loop() {
 				AxpyF32Strided(out, v, hd, s)
+			}
+		})
+	})
+	// Four rows of a prompt at once; bytes count each row's read of the
+	// head, so the figures compare with the one-row ones above.
+	q4, s4, out4 := randVec(r, 4*hd), randVec(r, 4*n), make([]float32, 4*hd)
+	b.Run("scores4", func(b *testing.B) {
+		withPath(b, int64(4*n*hd*4), func(b *testing.B) {
+			for b.Loop() {
+				GatherF32Strided4(s4, k, hd, hd, q4)
+			}
+		})
+	})
+	b.Run("values4", func(b *testing.B) {
+		withPath(b, int64(4*n*hd*4), func(b *testing.B) {
+			for b.Loop() {
+				AxpyF32Strided4(out4, v, hd, s4)
 			}
 		})
 	})

@@ -54,3 +54,9 @@ func dotRowsF32(out *float32, w *float32, stride int, n int, x *float32, nfull i
 	noAsm()
 }
 func axpyRowsF32(y *float32, w *float32, stride int, n int, coef *float32, masks uint64) { noAsm() }
+func dotRowsF32x4(out *float32, ldo int, w *float32, stride int, n int, x *float32, ldx int, body int, tail uint64) {
+	noAsm()
+}
+func axpyRowsF32x4(y *float32, ldy int, w *float32, stride int, n int, coef *float32, ldc int, masks uint64) {
+	noAsm()
+}

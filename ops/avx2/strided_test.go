@@ -23,6 +23,7 @@ func TestStrided(t *testing.T) {
 					forPaths(t, func(t *testing.T) {
 						checkStridedRef(t, r, cols, cols+extra, n, false)
 						checkStridedRef(t, r, cols, cols+extra, n, true)
+						checkStrided4Ref(t, r, cols, cols+extra, n)
 					})
 				})
 			}
@@ -35,7 +36,11 @@ func FuzzStrided(f *testing.F) {
 	f.Fuzz(func(t *testing.T, cols, extra uint16, n uint8, seed uint64, f16 bool) {
 		cols, extra = cols%600, extra%600
 		for _, p := range paths() {
-			onPath(p, func() { checkStridedRef(t, rand.New(rand.NewPCG(seed, 1)), int(cols), int(cols+extra), int(n), f16) })
+			onPath(p, func() {
+				r := rand.New(rand.NewPCG(seed, 1))
+				checkStridedRef(t, r, int(cols), int(cols+extra), int(n), f16)
+				checkStrided4Ref(t, r, int(cols), int(cols+extra), int(n))
+			})
 		}
 	})
 }
@@ -87,6 +92,43 @@ func checkStridedRef(t *testing.T, r *rand.Rand, cols, stride, n int, f16 bool) 
 		}
 		if !(math.Abs(float64(y[j])-s) <= 1e-5*mag+1e-30) {
 			t.Fatalf("f16=%v axpy y[%d]: got %g, want %g", f16, j, y[j], s)
+		}
+	}
+}
+
+// checkStrided4Ref holds the four-vector forms, which a prompt's rows use
+// four at a time, to float64 sums.
+func checkStrided4Ref(t *testing.T, r *rand.Rand, cols, stride, n int) {
+	t.Helper()
+	w := randVec(r, max(0, (n-1)*stride+cols))
+	x, coef, y0 := randVec(r, 4*cols), randVec(r, 4*n), randVec(r, 4*cols)
+	out := make([]float32, 4*n)
+	for i := range out {
+		out[i] = float32(math.NaN()) // must be overwritten
+	}
+	GatherF32Strided4(out, w, stride, cols, x)
+	y := append([]float32(nil), y0...)
+	AxpyF32Strided4(y, w, stride, coef)
+	for q := range 4 {
+		for k := range n {
+			var s, mag float64
+			for j := range cols {
+				p := float64(w[k*stride+j]) * float64(x[q*cols+j])
+				s, mag = s+p, mag+math.Abs(p)
+			}
+			if !(math.Abs(float64(out[q*n+k])-s) <= 1e-5*mag+1e-30) {
+				t.Fatalf("gather4 x%d row %d: got %g, want %g", q, k, out[q*n+k], s)
+			}
+		}
+		for j := range cols {
+			s, mag := float64(y0[q*cols+j]), math.Abs(float64(y0[q*cols+j]))
+			for k := range n {
+				p := float64(coef[q*n+k]) * float64(w[k*stride+j])
+				s, mag = s+p, mag+math.Abs(p)
+			}
+			if !(math.Abs(float64(y[q*cols+j])-s) <= 1e-5*mag+1e-30) {
+				t.Fatalf("axpy4 y%d[%d]: got %g, want %g", q, j, y[q*cols+j], s)
+			}
 		}
 	}
 }
