@@ -168,7 +168,17 @@ func GatherQ4_0Acts(out []float32, ldo int, w []byte, rows []int32, a *Acts) {
 
 func gatherPrepared(out []float32, w []byte, stride int, ids []int32, xs []byte, nblk int) {
 	m1, m2 := tailMasks(nblk)
-	gatherQ4v(&out[0], unsafe.SliceData(w), stride, &ids[0], len(ids), &xs[0], nblk/4, m1, m2)
+	gatherQ4v(&out[0], unsafe.SliceData(w), stride, &ids[0], len(ids), &xs[0], nblk/4, m1, m2, scattered(ids))
+}
+
+// scattered is 1 unless ids (ascending, as every caller gives them) are
+// one run of neighbouring rows: gatherQ4v then reads each row from both
+// ends, which is faster for rows apart and slower for rows in a run.
+func scattered(ids []int32) int {
+	if int(ids[len(ids)-1]-ids[0]) == len(ids)-1 {
+		return 0
+	}
+	return 1
 }
 
 // GatherQ8_0F32 sets out[k] = row(rows[k]) · x for q8_0 rows and f32 x:

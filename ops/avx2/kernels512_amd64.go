@@ -10,7 +10,7 @@ import "github.com/klauspost/cpuid/v2"
 func prepQ4x(xs *byte, xq *byte, nblk int)
 
 //go:noescape
-func gatherQ4v(out *float32, w *byte, stride int, rows *int32, n int, xs *byte, ngrp int, m1, m2 uint64)
+func gatherQ4v(out *float32, w *byte, stride int, rows *int32, n int, xs *byte, ngrp int, m1, m2 uint64, mid int)
 
 //go:noescape
 func gatherQ4v4(out *float32, ldo int, w *byte, stride int, rows *int32, n int, xs *byte, xstride int, ngrp int)

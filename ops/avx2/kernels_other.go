@@ -27,7 +27,7 @@ func expSum(x *float32, n int, m float32) float32 { noAsm(); return 0 }
 func f32ToF16(dst *uint16, src *float32, n int) { noAsm() }
 
 func prepQ4x(xs *byte, xq *byte, nblk int) { noAsm() }
-func gatherQ4v(out *float32, w *byte, stride int, rows *int32, n int, xs *byte, ngrp int, m1, m2 uint64) {
+func gatherQ4v(out *float32, w *byte, stride int, rows *int32, n int, xs *byte, ngrp int, m1, m2 uint64, mid int) {
 	noAsm()
 }
 func gatherQ4v4(out *float32, ldo int, w *byte, stride int, rows *int32, n int, xs *byte, xstride int, ngrp int) {

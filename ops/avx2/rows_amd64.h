@@ -102,6 +102,13 @@
 	PF2(slot, off, r)        \
 	PREFETCHT1 128(r)(off*1)
 
+// PF3D is PF3 for a row read downwards: the lines at off-64, off, off+64.
+#define PF3D(slot, off, r) \
+	MOVQ       slot(SP), r   \
+	PREFETCHT1 -64(r)(off*1) \
+	PREFETCHT1 (r)(off*1)    \
+	PREFETCHT1 64(r)(off*1)
+
 // PACKD leaves the f16 scales of the four rows' blocks at CX (rows in AX,
 // DX, R13, R14) in DI, row 0 in the low bits, so that one conversion
 // serves all four.
