@@ -213,6 +213,6 @@ func gatherQ8vnni(out []float32, w []byte, nblk int, ids []int32, xq []byte) {
 	if nblk%2 != 0 {
 		m1, m2 = 1<<34-1, 1<<30-1
 	}
-	gatherQ8v(&out[0], unsafe.SliceData(w), nblk*q8Block, &ids[0], len(ids), &(*xs)[0], nblk/2, m1, m2)
+	gatherQ8v(&out[0], unsafe.SliceData(w), nblk*q8Block, &ids[0], len(ids), &(*xs)[0], nblk/2, m1, m2, scattered(ids))
 	q4Scratch.Put(xs)
 }

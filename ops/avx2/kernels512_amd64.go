@@ -48,7 +48,7 @@ func quantQ8v(dst *byte, x *float32, nblk int)
 func prepQ8x(xs *byte, xq *byte, nblk int)
 
 //go:noescape
-func gatherQ8v(out *float32, w *byte, stride int, rows *int32, n int, xs *byte, npair int, m1, m2 uint64)
+func gatherQ8v(out *float32, w *byte, stride int, rows *int32, n int, xs *byte, npair int, m1, m2 uint64, mid int)
 
 // In kernels_q8f_amd64.s.
 

@@ -812,10 +812,10 @@ GLOBL x80<>(SB), RODATA|NOPTR, $4
 
 // Q8ROW adds one q8_0 row's two blocks at p+CX (x, corr and d_x in Z20-Z22)
 // to acc.
-#define Q8ROW(p, acc, t0, t1, t1y, t2, t3) \
-	VMOVDQU64   (p)(CX*1), t0    \
+#define Q8ROW(p, off, acc, t0, t1, t1y, t2, t3) \
+	VMOVDQU64   (p)(off*1), t0    \
 	VPERMW      t0, Z29, t1      \
-	VPERMT2B    4(p)(CX*1), Z30, t0 \
+	VPERMT2B    4(p)(off*1), Z30, t0 \
 	VCVTPH2PS   t1y, t1          \
 	VPXORD      Z31, t0, t0      \
 	VMOVDQA64   Z21, t3          \
@@ -877,10 +877,26 @@ p8done:
 	RET
 
 // func gatherQ8v(out *float32, w *byte, stride int, rows *int32, n int, xs *byte, npair int, m1, m2 uint64)
+// Q8STEP4 adds the four rows' (AX, DX, R13, R14) two blocks at off, x's
+// at xp, to Z0-Z3, and prefetches the same bytes of the rows eight ahead.
+#define Q8STEP4(off, xp) \
+	VMOVDQU64 (xp), Z20    \
+	VMOVDQU64 64(xp), Z21  \
+	VMOVDQU64 128(xp), Z22 \
+	Q8ROW(AX, off, Z0, Z4, Z5, Y5, Z6, Z7)     \
+	Q8ROW(DX, off, Z1, Z8, Z9, Y9, Z10, Z11)   \
+	Q8ROW(R13, off, Z2, Z12, Z13, Y13, Z14, Z15) \
+	Q8ROW(R14, off, Z3, Z16, Z17, Y17, Z18, Z19) \
+	PF2(0, off, DI)  \
+	PF2(8, off, DI)  \
+	PF2(16, off, DI) \
+	PF2(24, off, DI)
+
 // gatherQ4v for q8_0 rows, two blocks per step, x prepared by prepQ8x: the
 // weights are made unsigned by flipping their sign bit (w+128), and the
-// corr lanes take the 128·Σx that adds back out.
-TEXT ·gatherQ8v(SB), NOSPLIT, $32-72
+// corr lanes take the 128·Σx that adds back out. mid as in gatherQ4v:
+// scattered rows are read from both ends when no partial pair is left.
+TEXT ·gatherQ8v(SB), NOSPLIT, $32-80
 	VMOVDQU64    q8perm<>(SB), Z30
 	VMOVDQU64    q8wperm<>(SB), Z29
 	VPBROADCASTD x80<>(SB), Z31
@@ -898,24 +914,43 @@ q84loop:
 	VPXORD Z3, Z3, Z3
 	XORQ   CX, CX
 	MOVQ   xs+40(FP), R10
+	KORTESTQ K1, K1
+	JNZ      q84blk
+	CMPQ     mid+72(FP), $0
+	JNE      q84mid
 
 q84blk:
-	CMPQ      CX, R11
-	JGE       q84tail
-	VMOVDQU64 (R10), Z20
-	VMOVDQU64 64(R10), Z21
-	VMOVDQU64 128(R10), Z22
-	Q8ROW(AX, Z0, Z4, Z5, Y5, Z6, Z7)
-	Q8ROW(DX, Z1, Z8, Z9, Y9, Z10, Z11)
-	Q8ROW(R13, Z2, Z12, Z13, Y13, Z14, Z15)
-	Q8ROW(R14, Z3, Z16, Z17, Y17, Z18, Z19)
-	PF2(0, CX, DI)
-	PF2(8, CX, DI)
-	PF2(16, CX, DI)
-	PF2(24, CX, DI)
+	CMPQ CX, R11
+	JGE  q84tail
+	Q8STEP4(CX, R10)
 	ADDQ $68, CX
 	ADDQ $192, R10
 	JMP  q84blk
+
+q84mid:
+	// CX, R10 go up from the first pair of blocks, BX, R8 down from the
+	// last.
+	LEAQ  -68(R11), BX
+	MOVQ  npair+48(FP), R8
+	DECQ  R8
+	IMULQ $192, R8
+	ADDQ  R10, R8
+
+q84pair:
+	CMPQ CX, BX
+	JGE  q84last
+	Q8STEP4(CX, R10)
+	Q8STEP4(BX, R8)
+	ADDQ $68, CX
+	ADDQ $192, R10
+	SUBQ $68, BX
+	SUBQ $192, R8
+	JMP  q84pair
+
+q84last:
+	JNE q84store
+	Q8STEP4(CX, R10)
+	JMP q84store
 
 q84tail:
 	KORTESTQ  K1, K1
@@ -947,7 +982,7 @@ q81blk:
 	VMOVDQU64 (R10), Z20
 	VMOVDQU64 64(R10), Z21
 	VMOVDQU64 128(R10), Z22
-	Q8ROW(AX, Z0, Z4, Z5, Y5, Z6, Z7)
+	Q8ROW(AX, CX, Z0, Z4, Z5, Y5, Z6, Z7)
 	ADDQ $68, CX
 	ADDQ $192, R10
 	JMP  q81blk

@@ -44,7 +44,7 @@ func dotQ4r16(out *float32, ldo int, pk *byte, xs *uintptr, ngrp int, mask uint1
 }
 func quantQ8v(dst *byte, x *float32, nblk int) { noAsm() }
 func prepQ8x(xs *byte, xq *byte, nblk int)     { noAsm() }
-func gatherQ8v(out *float32, w *byte, stride int, rows *int32, n int, xs *byte, npair int, m1, m2 uint64) {
+func gatherQ8v(out *float32, w *byte, stride int, rows *int32, n int, xs *byte, npair int, m1, m2 uint64, mid int) {
 	noAsm()
 }
 func gatherQ8f2(out *float32, w *byte, stride int, rows *int32, n int, x *float32, nblk int) {
