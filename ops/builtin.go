@@ -389,11 +389,11 @@ func (j *attnJob) softmax(s []float32) {
 	Softmax(s)
 }
 
-// blockable reports whether rows t0.. of a block share one f32 cache, as a
+// blockable reports whether rows t0.. of a block share one cache, as a
 // prompt's rows do, so that block can take them together.
 func (j *attnJob) blockable(t0 int) bool {
 	kv := j.caches[t0]
-	if !Fast || kv.k == nil {
+	if !Fast {
 		return false
 	}
 	for t := t0 + 1; t < t0+attnBlock; t++ {
@@ -422,7 +422,12 @@ func (j *attnJob) block(h, t0 int, buf *[]float32) {
 		copy(qs[r*hd:(r+1)*hd], c.In[0].Row(t0 + r)[h*hd:(h+1)*hd])
 	}
 	kvh := h / j.group
-	avx2.GatherF32Strided4(s, kv.k[(kvh*kv.nctx+lo)*hd:], hd, hd, qs)
+	kat, vat := (kvh*kv.nctx+lo)*hd, (kvh*kv.nctx+lo)*vd
+	if kv.k16 != nil {
+		avx2.GatherF16Strided4(s, kv.k16[kat:], hd, hd, qs)
+	} else {
+		avx2.GatherF32Strided4(s, kv.k[kat:], hd, hd, qs)
+	}
 	for r := range attnBlock {
 		f, p := j.span(t0 + r)
 		sr := s[r*n : (r+1)*n]
@@ -431,7 +436,11 @@ func (j *attnJob) block(h, t0 int, buf *[]float32) {
 		clear(sr[p+1-lo:])
 	}
 	clear(ys)
-	avx2.AxpyF32Strided4(ys, kv.v[(kvh*kv.nctx+lo)*vd:], vd, s)
+	if kv.v16 != nil {
+		avx2.AxpyF16Strided4(ys, kv.v16[vat:], vd, s)
+	} else {
+		avx2.AxpyF32Strided4(ys, kv.v[vat:], vd, s)
+	}
 	for r := range attnBlock {
 		copy(c.Out.Row(t0 + r)[h*vd:(h+1)*vd], ys[r*vd:(r+1)*vd])
 	}

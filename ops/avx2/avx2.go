@@ -84,43 +84,140 @@ func gatherRows(elem int, out []float32, w []byte, cols, stride int, ids []int32
 // len(out): rows of a strided view (stride >= cols elements), such as one
 // attention head's slice of every cached key.
 func GatherF32Strided(out, w []float32, stride, cols int, x []float32) {
-	if !AVX512 || len(out) < 4 || cols == 0 {
-		gatherStrided("GatherF32Strided", 4, out, bytesOf(w), stride, cols, x)
-		return
-	}
-	checkStrided("GatherF32Strided", len(w), stride, cols, len(out))
-	if len(x) != cols {
-		panic(fmt.Sprintf("avx2.GatherF32Strided: x has length %d, want cols=%d", len(x), cols))
-	}
-	// Four rows a call; a last few rows are the four last rows again.
-	n4 := len(out) &^ 3
-	tail := uint64(1)<<(cols%16) - 1
-	dotRowsF32(&out[0], &w[0], stride*4, n4, &x[0], cols/16, tail)
-	if last := len(out) - 4; last > n4-4 {
-		dotRowsF32(&out[last], &w[last*stride], stride*4, 4, &x[0], cols/16, tail)
-	}
+	dotShort("GatherF32Strided", 4, out, bytesOf(w), stride, cols, x)
 }
 
 // GatherF16Strided is GatherF32Strided over f16 values.
 func GatherF16Strided(out []float32, w []uint16, stride, cols int, x []float32) {
-	gatherStrided("GatherF16Strided", 2, out, bytesOf(w), stride, cols, x)
+	dotShort("GatherF16Strided", 2, out, bytesOf(w), stride, cols, x)
 }
 
 // AxpyF32Strided adds Σ_k coef[k]·w[k*stride:][:len(y)] to y, over the
 // same kind of view.
 func AxpyF32Strided(y, w []float32, stride int, coef []float32) {
-	if !AVX512 || len(y) == 0 || len(coef) == 0 {
-		axpyStrided("AxpyF32Strided", 4, y, bytesOf(w), stride, coef)
+	axpyShort("AxpyF32Strided", 4, y, bytesOf(w), stride, coef)
+}
+
+// AxpyF16Strided is AxpyF32Strided over f16 values.
+func AxpyF16Strided(y []float32, w []uint16, stride int, coef []float32) {
+	axpyShort("AxpyF16Strided", 2, y, bytesOf(w), stride, coef)
+}
+
+// GatherF32Strided4 is GatherF32Strided for four vectors at once: x holds
+// them back to back (4·cols values), and out[q·n+k] gets row k · x_q, with
+// n = len(out)/4. A prompt's rows then read a head's keys once for four.
+func GatherF32Strided4(out, w []float32, stride, cols int, x []float32) {
+	dotShort4("GatherF32Strided4", 4, out, bytesOf(w), stride, cols, x)
+}
+
+// GatherF16Strided4 is GatherF32Strided4 over f16 values.
+func GatherF16Strided4(out []float32, w []uint16, stride, cols int, x []float32) {
+	dotShort4("GatherF16Strided4", 2, out, bytesOf(w), stride, cols, x)
+}
+
+// AxpyF32Strided4 is AxpyF32Strided for four vectors at once: y holds them
+// back to back (4·cols values), and y_q gains Σ_k coef[q·n+k]·row k, with
+// n = len(coef)/4.
+func AxpyF32Strided4(y, w []float32, stride int, coef []float32) {
+	axpyShort4("AxpyF32Strided4", 4, y, bytesOf(w), stride, coef)
+}
+
+// AxpyF16Strided4 is AxpyF32Strided4 over f16 values.
+func AxpyF16Strided4(y []float32, w []uint16, stride int, coef []float32) {
+	axpyShort4("AxpyF16Strided4", 2, y, bytesOf(w), stride, coef)
+}
+
+// dotShort is the strided gathers over w's bytes, elem bytes a value. On
+// AVX-512 they take four rows a call (dotRowsF32/F16); a last few rows are
+// the four last rows again.
+func dotShort(name string, elem int, out []float32, w []byte, stride, cols int, x []float32) {
+	if !AVX512 || len(out) < 4 || cols == 0 {
+		gatherStrided(name, elem, out, w, stride, cols, x)
 		return
 	}
-	checkStrided("AxpyF32Strided", len(w), stride, len(y), len(coef))
-	// Sixty-four columns a call, every row through each.
-	for c := 0; c < len(y); c += 64 {
-		axpyRowsF32(&y[c], &w[c], stride*4, len(coef), &coef[0], colMasks(len(y)-c))
+	checkStrided(name, len(w)/elem, stride, cols, len(out))
+	if len(x) != cols {
+		panic(fmt.Sprintf("avx2.%s: x has length %d, want cols=%d", name, len(x), cols))
+	}
+	n4, tail := len(out)&^3, uint64(1)<<(cols%16)-1
+	call := func(k, n int) {
+		if elem == 4 {
+			dotRowsF32(&out[k], &w[k*stride*elem], stride*elem, n, &x[0], cols/16, tail)
+		} else {
+			dotRowsF16(&out[k], &w[k*stride*elem], stride*elem, n, &x[0], cols/16, tail)
+		}
+	}
+	call(0, n4)
+	if last := len(out) - 4; last > n4-4 {
+		call(last, 4)
 	}
 }
 
-// colMasks are the lane masks of the four 16-float chunks of a block of
+// axpyShort is the strided axpys over w's bytes: on AVX-512 sixty-four
+// columns a call, every row through each.
+func axpyShort(name string, elem int, y []float32, w []byte, stride int, coef []float32) {
+	if !AVX512 || len(y) == 0 || len(coef) == 0 {
+		axpyStrided(name, elem, y, w, stride, coef)
+		return
+	}
+	checkStrided(name, len(w)/elem, stride, len(y), len(coef))
+	for c := 0; c < len(y); c += 64 {
+		if elem == 4 {
+			axpyRowsF32(&y[c], &w[c*elem], stride*elem, len(coef), &coef[0], colMasks(len(y)-c))
+		} else {
+			axpyRowsF16(&y[c], &w[c*elem], stride*elem, len(coef), &coef[0], colMasks(len(y)-c))
+		}
+	}
+}
+
+func dotShort4(name string, elem int, out []float32, w []byte, stride, cols int, x []float32) {
+	n := len(out) / 4
+	if len(out) != 4*n || len(x) != 4*cols {
+		panic(fmt.Sprintf("avx2.%s: out has %d values, x %d, cols=%d: want 4·n and 4·cols", name, len(out), len(x), cols))
+	}
+	if !AVX512 || n < 4 || cols == 0 {
+		for q := range 4 {
+			dotShort(name, elem, out[q*n:][:n], w, stride, cols, x[q*cols:][:cols])
+		}
+		return
+	}
+	checkStrided(name, len(w)/elem, stride, cols, n)
+	n4, tail := n&^3, uint64(1)<<(cols%16)-1
+	call := func(k, m int) {
+		if elem == 4 {
+			dotRowsF32x4(&out[k], n*4, &w[k*stride*elem], stride*elem, m, &x[0], cols*4, cols/16*64, tail)
+		} else {
+			dotRowsF16x4(&out[k], n*4, &w[k*stride*elem], stride*elem, m, &x[0], cols*4, cols/16*32, tail)
+		}
+	}
+	call(0, n4)
+	if last := n - 4; last > n4-4 {
+		call(last, 4)
+	}
+}
+
+func axpyShort4(name string, elem int, y []float32, w []byte, stride int, coef []float32) {
+	cols, n := len(y)/4, len(coef)/4
+	if len(y) != 4*cols || len(coef) != 4*n {
+		panic(fmt.Sprintf("avx2.%s: y has %d values, coef %d: want multiples of 4", name, len(y), len(coef)))
+	}
+	if !AVX512 || cols == 0 || n == 0 {
+		for q := range 4 {
+			axpyShort(name, elem, y[q*cols:][:cols], w, stride, coef[q*n:][:n])
+		}
+		return
+	}
+	checkStrided(name, len(w)/elem, stride, cols, n)
+	for c := 0; c < cols; c += 64 {
+		if elem == 4 {
+			axpyRowsF32x4(&y[c], cols*4, &w[c*elem], stride*elem, n, &coef[0], n*4, colMasks(cols-c))
+		} else {
+			axpyRowsF16x4(&y[c], cols*4, &w[c*elem], stride*elem, n, &coef[0], n*4, colMasks(cols-c))
+		}
+	}
+}
+
+// colMasks are the lane masks of the four 16-value chunks of a block of
 // min(left, 64) columns, low chunk first.
 func colMasks(left int) uint64 {
 	var masks uint64
@@ -131,53 +228,8 @@ func colMasks(left int) uint64 {
 	return masks
 }
 
-// GatherF32Strided4 is GatherF32Strided for four vectors at once: x holds
-// them back to back (4·cols values), and out[q·n+k] gets row k · x_q, with
-// n = len(out)/4. A prompt's rows then read a head's keys once for four.
-func GatherF32Strided4(out, w []float32, stride, cols int, x []float32) {
-	n := len(out) / 4
-	if len(out) != 4*n || len(x) != 4*cols {
-		panic(fmt.Sprintf("avx2.GatherF32Strided4: out has %d values, x %d, cols=%d: want 4·n and 4·cols", len(out), len(x), cols))
-	}
-	if !AVX512 || n < 4 || cols == 0 {
-		for q := range 4 {
-			GatherF32Strided(out[q*n:][:n], w, stride, cols, x[q*cols:][:cols])
-		}
-		return
-	}
-	checkStrided("GatherF32Strided4", len(w), stride, cols, n)
-	n4, body, tail := n&^3, cols/16*64, uint64(1)<<(cols%16)-1
-	dotRowsF32x4(&out[0], n*4, &w[0], stride*4, n4, &x[0], cols*4, body, tail)
-	if last := n - 4; last > n4-4 {
-		dotRowsF32x4(&out[last], n*4, &w[last*stride], stride*4, 4, &x[0], cols*4, body, tail)
-	}
-}
-
-// AxpyF32Strided4 is AxpyF32Strided for four vectors at once: y holds them
-// back to back (4·cols values), and y_q gains Σ_k coef[q·n+k]·row k, with
-// n = len(coef)/4.
-func AxpyF32Strided4(y, w []float32, stride int, coef []float32) {
-	cols, n := len(y)/4, len(coef)/4
-	if len(y) != 4*cols || len(coef) != 4*n {
-		panic(fmt.Sprintf("avx2.AxpyF32Strided4: y has %d values, coef %d: want multiples of 4", len(y), len(coef)))
-	}
-	if !AVX512 || cols == 0 || n == 0 {
-		for q := range 4 {
-			AxpyF32Strided(y[q*cols:][:cols], w, stride, coef[q*n:][:n])
-		}
-		return
-	}
-	checkStrided("AxpyF32Strided4", len(w), stride, cols, n)
-	for c := 0; c < cols; c += 64 {
-		axpyRowsF32x4(&y[c], cols*4, &w[c], stride*4, n, &coef[0], n*4, colMasks(cols-c))
-	}
-}
-
-// AxpyF16Strided is AxpyF32Strided over f16 values.
-func AxpyF16Strided(y []float32, w []uint16, stride int, coef []float32) {
-	axpyStrided("AxpyF16Strided", 2, y, bytesOf(w), stride, coef)
-}
-
+// gatherStrided and axpyStrided are the strided kernels through the
+// general row kernels, which take any rows (the AVX2 and Go paths).
 func gatherStrided(name string, elem int, out []float32, w []byte, stride, cols int, x []float32) {
 	checkStrided(name, len(w)/elem, stride, cols, len(out))
 	if len(x) != cols {

@@ -289,44 +289,40 @@ func BenchmarkGatherHot(b *testing.B) {
 }
 
 // BenchmarkStridedHot: one attention head's scores and values, 256
-// positions of 128 f32 (128 KB each, from L2), as a prompt reads them: a
-// row at a time, and four rows at a time.
+// positions of 128 values (128 KB in f32, from L2), as a prompt reads them:
+// a row at a time, and four rows at a time, over an f32 and an f16 cache.
+// Bytes count each row's read of the head in f32, so all figures compare.
 func BenchmarkStridedHot(b *testing.B) {
 	r := rand.New(rand.NewPCG(4, 4))
 	n, hd := 256, 128
 	k, v, q := randVec(r, n*hd), randVec(r, n*hd), randVec(r, hd)
+	k16, v16 := make([]uint16, n*hd), make([]uint16, n*hd)
+	EncodeF16(k16, k)
+	EncodeF16(v16, v)
 	s, out := randVec(r, n), make([]float32, hd)
-	b.Run("scores", func(b *testing.B) {
-		withPath(b, int64(n*hd*4), func(b *testing.B) {
-			for b.Loop() {
-				GatherF32Strided(s, k, hd, hd, q)
-			}
-		})
-	})
-	b.Run("values", func(b *testing.B) {
-		withPath(b, int64(n*hd*4), func(b *testing.B) {
-			for b.Loop() {
-				AxpyF32Strided(out, v, hd, s)
-			}
-		})
-	})
-	// Four rows of a prompt at once; bytes count each row's read of the
-	// head, so the figures compare with the one-row ones above.
 	q4, s4, out4 := randVec(r, 4*hd), randVec(r, 4*n), make([]float32, 4*hd)
-	b.Run("scores4", func(b *testing.B) {
-		withPath(b, int64(4*n*hd*4), func(b *testing.B) {
-			for b.Loop() {
-				GatherF32Strided4(s4, k, hd, hd, q4)
-			}
+	for _, c := range []struct {
+		name string
+		rows int
+		run  func()
+	}{
+		{"scores", 1, func() { GatherF32Strided(s, k, hd, hd, q) }},
+		{"values", 1, func() { AxpyF32Strided(out, v, hd, s) }},
+		{"scores4", 4, func() { GatherF32Strided4(s4, k, hd, hd, q4) }},
+		{"values4", 4, func() { AxpyF32Strided4(out4, v, hd, s4) }},
+		{"f16/scores", 1, func() { GatherF16Strided(s, k16, hd, hd, q) }},
+		{"f16/values", 1, func() { AxpyF16Strided(out, v16, hd, s) }},
+		{"f16/scores4", 4, func() { GatherF16Strided4(s4, k16, hd, hd, q4) }},
+		{"f16/values4", 4, func() { AxpyF16Strided4(out4, v16, hd, s4) }},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			withPath(b, int64(c.rows*n*hd*4), func(b *testing.B) {
+				for b.Loop() {
+					c.run()
+				}
+			})
 		})
-	})
-	b.Run("values4", func(b *testing.B) {
-		withPath(b, int64(4*n*hd*4), func(b *testing.B) {
-			for b.Loop() {
-				AxpyF32Strided4(out4, v, hd, s4)
-			}
-		})
-	})
+	}
 }
 
 // BenchmarkGatherQ8F32: q8_0 rows times f32 activations (no rounding of x).

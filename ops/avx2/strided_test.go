@@ -23,7 +23,8 @@ func TestStrided(t *testing.T) {
 					forPaths(t, func(t *testing.T) {
 						checkStridedRef(t, r, cols, cols+extra, n, false)
 						checkStridedRef(t, r, cols, cols+extra, n, true)
-						checkStrided4Ref(t, r, cols, cols+extra, n)
+						checkStrided4Ref(t, r, cols, cols+extra, n, false)
+						checkStrided4Ref(t, r, cols, cols+extra, n, true)
 					})
 				})
 			}
@@ -39,7 +40,7 @@ func FuzzStrided(f *testing.F) {
 			onPath(p, func() {
 				r := rand.New(rand.NewPCG(seed, 1))
 				checkStridedRef(t, r, int(cols), int(cols+extra), int(n), f16)
-				checkStrided4Ref(t, r, int(cols), int(cols+extra), int(n))
+				checkStrided4Ref(t, r, int(cols), int(cols+extra), int(n), f16)
 			})
 		}
 	})
@@ -49,15 +50,7 @@ func FuzzStrided(f *testing.F) {
 // random data and holds them to float64 sums.
 func checkStridedRef(t *testing.T, r *rand.Rand, cols, stride, n int, f16 bool) {
 	t.Helper()
-	size := max(0, (n-1)*stride+cols)
-	w, w16 := randVec(r, size), make([]uint16, size)
-	at := func(i int) float64 { return float64(w[i]) }
-	if f16 {
-		for i := range w16 {
-			w16[i] = randHalf(r)
-		}
-		at = func(i int) float64 { return refHalf(w16[i]) }
-	}
+	w, w16, at := randRows(r, max(0, (n-1)*stride+cols), f16)
 	x, coef, y0 := randVec(r, cols), randVec(r, n), randVec(r, cols)
 	out := make([]float32, n)
 	for i := range out {
@@ -97,37 +90,42 @@ func checkStridedRef(t *testing.T, r *rand.Rand, cols, stride, n int, f16 bool) 
 }
 
 // checkStrided4Ref holds the four-vector forms, which a prompt's rows use
-// four at a time, to float64 sums.
-func checkStrided4Ref(t *testing.T, r *rand.Rand, cols, stride, n int) {
+// four at a time, to float64 sums, over f32 or f16 values.
+func checkStrided4Ref(t *testing.T, r *rand.Rand, cols, stride, n int, f16 bool) {
 	t.Helper()
-	w := randVec(r, max(0, (n-1)*stride+cols))
+	w, w16, at := randRows(r, max(0, (n-1)*stride+cols), f16)
 	x, coef, y0 := randVec(r, 4*cols), randVec(r, 4*n), randVec(r, 4*cols)
 	out := make([]float32, 4*n)
 	for i := range out {
 		out[i] = float32(math.NaN()) // must be overwritten
 	}
-	GatherF32Strided4(out, w, stride, cols, x)
 	y := append([]float32(nil), y0...)
-	AxpyF32Strided4(y, w, stride, coef)
+	if f16 {
+		GatherF16Strided4(out, w16, stride, cols, x)
+		AxpyF16Strided4(y, w16, stride, coef)
+	} else {
+		GatherF32Strided4(out, w, stride, cols, x)
+		AxpyF32Strided4(y, w, stride, coef)
+	}
 	for q := range 4 {
 		for k := range n {
 			var s, mag float64
 			for j := range cols {
-				p := float64(w[k*stride+j]) * float64(x[q*cols+j])
+				p := at(k*stride+j) * float64(x[q*cols+j])
 				s, mag = s+p, mag+math.Abs(p)
 			}
 			if !(math.Abs(float64(out[q*n+k])-s) <= 1e-5*mag+1e-30) {
-				t.Fatalf("gather4 x%d row %d: got %g, want %g", q, k, out[q*n+k], s)
+				t.Fatalf("f16=%v gather4 x%d row %d: got %g, want %g", f16, q, k, out[q*n+k], s)
 			}
 		}
 		for j := range cols {
 			s, mag := float64(y0[q*cols+j]), math.Abs(float64(y0[q*cols+j]))
 			for k := range n {
-				p := float64(coef[q*n+k]) * float64(w[k*stride+j])
+				p := float64(coef[q*n+k]) * at(k*stride+j)
 				s, mag = s+p, mag+math.Abs(p)
 			}
 			if !(math.Abs(float64(y[q*cols+j])-s) <= 1e-5*mag+1e-30) {
-				t.Fatalf("axpy4 y%d[%d]: got %g, want %g", q, j, y[q*cols+j], s)
+				t.Fatalf("f16=%v axpy4 y%d[%d]: got %g, want %g", f16, q, j, y[q*cols+j], s)
 			}
 		}
 	}
@@ -246,4 +244,18 @@ func TestExpSum(t *testing.T) {
 	x := []float32{float32(math.NaN()), 0}
 	ExpSum(x, 0)
 	require.True(t, math.IsNaN(float64(x[0])), "NaN in, NaN out")
+}
+
+// randRows makes size random values in f32 (w) or, with f16, in f16
+// (w16), and at reads value i as the kernels see it.
+func randRows(r *rand.Rand, size int, f16 bool) (w []float32, w16 []uint16, at func(int) float64) {
+	w, w16 = randVec(r, size), make([]uint16, size)
+	at = func(i int) float64 { return float64(w[i]) }
+	if f16 {
+		for i := range w16 {
+			w16[i] = randHalf(r)
+		}
+		at = func(i int) float64 { return refHalf(w16[i]) }
+	}
+	return w, w16, at
 }
