@@ -81,7 +81,7 @@ func gatherQ8() {
 // (rearranged x, 8Σx, d_x) is computed once per call into xs, 128 bytes per
 // pair of blocks, and read from L1 by every group of rows.
 func gatherQ4() {
-	TEXT("gatherQ4_0", NOSPLIT, "func(out *float32, w *byte, stride int, rows *int32, n int, xq *byte, nblk int, xs *byte)")
+	TEXT("gatherQ4_0", NOSPLIT, "func(out *float32, w *byte, stride int, rows *int32, n int, xq *byte, nblk int, xs *byte, mid int)")
 	Pragma("noescape")
 	prologue := func() {
 		x := Load(Param("xq"), GP64())
@@ -148,7 +148,7 @@ func gatherQ4() {
 		// One set of registers for both steps (see gatherQ8).
 		s, q, hi, si := YMM(), YMM(), YMM(), YMM()
 		sh := XMM()
-		step := func(pair bool) {
+		step := func(pair bool, woff, xs reg.Register) {
 			// Row scales: [r0a r1a r2a r3a | r0b r1b r2b r3b] * d_x.
 			VMOVQ(packHalves(rc, woff, 0), sh)
 			if pair {
@@ -175,10 +175,14 @@ func gatherQ4() {
 			}
 		}
 
+		if rc.R == 4 {
+			CMPQ(Load(Param("mid"), GP64()), U8(0))
+			JNE(LabelRef(rc.label("mid")))
+		}
 		Label(rc.label("pairs"))
 		CMPQ(cnt, U8(2))
 		JLT(LabelRef(rc.label("single")))
-		step(true)
+		step(true, woff, xs)
 		rc.prefetch(woff)
 		ADDQ(U8(2*q4Bytes), woff)
 		ADDQ(U8(128), xs)
@@ -187,10 +191,53 @@ func gatherQ4() {
 		Label(rc.label("single"))
 		CMPQ(cnt, U8(0))
 		JEQ(LabelRef(rc.label("fin")))
-		step(false)
+		step(false, woff, xs)
+		if rc.R == 4 {
+			JMP(LabelRef(rc.label("fin")))
+			bothEnds(rc, cnt, woff, xs, step)
+		}
 		Label(rc.label("fin"))
 		storeSums(rc, acc)
 	})
+}
+
+// bothEnds is gatherQ4's pair loop for scattered rows (mid != 0): each
+// row's pairs of blocks are read upwards from its start and downwards from
+// its end (a last single block first), meeting in the middle, so that the
+// hardware prefetchers' run past either end stays inside the row
+// (ops/avx2/NOTES.md).
+func bothEnds(rc *rowCtx, cnt, woff, xs reg.Register, step func(bool, reg.Register, reg.Register)) {
+	Label(rc.label("mid"))
+	// whi, xhi: the last whole pair.
+	np := GP64()
+	MOVQ(cnt, np)
+	SHRQ(U8(1), np)
+	whi, xhi := GP64(), GP64()
+	IMUL3Q(U8(2*q4Bytes), np, whi)
+	MOVQ(np, xhi)
+	SHLQ(U8(7), xhi)
+	ADDQ(xs, xhi)
+	TESTQ(U32(1), cnt)
+	JZ(LabelRef(rc.label("midpairs")))
+	step(false, whi, xhi)
+	Label(rc.label("midpairs"))
+	SUBQ(U8(2*q4Bytes), whi)
+	SUBQ(U8(128), xhi)
+	Label(rc.label("midloop"))
+	CMPQ(woff, whi)
+	JGE(LabelRef(rc.label("midlast")))
+	step(true, woff, xs)
+	rc.prefetch(woff)
+	step(true, whi, xhi)
+	rc.prefetch(whi)
+	ADDQ(U8(2*q4Bytes), woff)
+	ADDQ(U8(128), xs)
+	SUBQ(U8(2*q4Bytes), whi)
+	SUBQ(U8(128), xhi)
+	JMP(LabelRef(rc.label("midloop")))
+	Label(rc.label("midlast"))
+	JNE(LabelRef(rc.label("fin")))
+	step(true, woff, xs)
 }
 
 // axpyScales puts coef[k+i]*d_i of the block at woff for every row into

@@ -323,7 +323,7 @@ func GatherQ4_0(out []float32, w []byte, cols int, rows []int32, xq []byte) {
 		gatherPrepared(out, w, nblk*q4Block, ids, *xs, nblk)
 	} else {
 		*xs = grow(*xs, (nblk+1)/2*128)
-		gatherQ4_0(&out[0], unsafe.SliceData(w), nblk*q4Block, &ids[0], len(out), unsafe.SliceData(xq), nblk, &(*xs)[0])
+		gatherQ4_0(&out[0], unsafe.SliceData(w), nblk*q4Block, &ids[0], len(out), unsafe.SliceData(xq), nblk, &(*xs)[0], scattered(ids))
 	}
 	q4Scratch.Put(xs)
 }

@@ -1108,9 +1108,9 @@ gatherQ8_0_r1_done:
 	VZEROUPPER
 	RET
 
-// func gatherQ4_0(out *float32, w *byte, stride int, rows *int32, n int, xq *byte, nblk int, xs *byte)
+// func gatherQ4_0(out *float32, w *byte, stride int, rows *int32, n int, xq *byte, nblk int, xs *byte, mid int)
 // Requires: AVX, AVX2, CMOV, F16C, FMA3, MMX+
-TEXT ·gatherQ4_0(SB), NOSPLIT, $72-64
+TEXT ·gatherQ4_0(SB), NOSPLIT, $72-72
 	MOVQ    xq+40(FP), AX
 	MOVQ    xs+56(FP), CX
 	MOVQ    nblk+48(FP), DX
@@ -1221,6 +1221,9 @@ gatherQ4_0_r4_group:
 	MOVQ    xs+56(FP), AX
 	MOVQ    nblk+48(FP), CX
 	XORQ    DX, DX
+	MOVQ    mid+64(FP), BX
+	CMPQ    BX, $0x00
+	JNE     gatherQ4_0_r4_mid
 
 gatherQ4_0_r4_pairs:
 	CMPQ        CX, $0x02
@@ -1367,6 +1370,337 @@ gatherQ4_0_r4_single:
 	VPERMILPS   $0xaa, Y8, Y9
 	VFMADD231PS Y9, Y5, Y2
 	VMOVDQU     2(R10)(DX*1), X5
+	VPSRLW      $0x04, Y5, Y9
+	VPAND       Y7, Y5, Y5
+	VPAND       Y7, Y9, Y9
+	VPMADDUBSW  (AX), Y5, Y5
+	VPMADDUBSW  32(AX), Y9, Y9
+	VPADDW      Y9, Y5, Y5
+	VPSUBW      64(AX), Y5, Y5
+	VPMADDWD    Y4, Y5, Y5
+	VCVTDQ2PS   Y5, Y5
+	VPERMILPS   $0xff, Y8, Y9
+	VFMADD231PS Y9, Y5, Y3
+	JMP         gatherQ4_0_r4_fin
+
+gatherQ4_0_r4_mid:
+	MOVQ        CX, BX
+	SHRQ        $0x01, BX
+	IMUL3Q      $0x24, BX, SI
+	SHLQ        $0x07, BX
+	ADDQ        AX, BX
+	TESTQ       $0x00000001, CX
+	JZ          gatherQ4_0_r4_midpairs
+	MOVWLZX     (R10)(SI*1), CX
+	SHLQ        $0x10, CX
+	MOVWLZX     (R9)(SI*1), R11
+	ORQ         R11, CX
+	SHLQ        $0x10, CX
+	MOVWLZX     (R8)(SI*1), R11
+	ORQ         R11, CX
+	SHLQ        $0x10, CX
+	MOVWLZX     (DI)(SI*1), R11
+	ORQ         R11, CX
+	VMOVQ       CX, X5
+	VCVTPH2PS   X5, Y8
+	VMULPS      96(BX), Y8, Y8
+	VMOVDQU     2(DI)(SI*1), X5
+	VPSRLW      $0x04, Y5, Y9
+	VPAND       Y7, Y5, Y5
+	VPAND       Y7, Y9, Y9
+	VPMADDUBSW  (BX), Y5, Y5
+	VPMADDUBSW  32(BX), Y9, Y9
+	VPADDW      Y9, Y5, Y5
+	VPSUBW      64(BX), Y5, Y5
+	VPMADDWD    Y4, Y5, Y5
+	VCVTDQ2PS   Y5, Y5
+	VPERMILPS   $0x00, Y8, Y9
+	VFMADD231PS Y9, Y5, Y0
+	VMOVDQU     2(R8)(SI*1), X5
+	VPSRLW      $0x04, Y5, Y9
+	VPAND       Y7, Y5, Y5
+	VPAND       Y7, Y9, Y9
+	VPMADDUBSW  (BX), Y5, Y5
+	VPMADDUBSW  32(BX), Y9, Y9
+	VPADDW      Y9, Y5, Y5
+	VPSUBW      64(BX), Y5, Y5
+	VPMADDWD    Y4, Y5, Y5
+	VCVTDQ2PS   Y5, Y5
+	VPERMILPS   $0x55, Y8, Y9
+	VFMADD231PS Y9, Y5, Y1
+	VMOVDQU     2(R9)(SI*1), X5
+	VPSRLW      $0x04, Y5, Y9
+	VPAND       Y7, Y5, Y5
+	VPAND       Y7, Y9, Y9
+	VPMADDUBSW  (BX), Y5, Y5
+	VPMADDUBSW  32(BX), Y9, Y9
+	VPADDW      Y9, Y5, Y5
+	VPSUBW      64(BX), Y5, Y5
+	VPMADDWD    Y4, Y5, Y5
+	VCVTDQ2PS   Y5, Y5
+	VPERMILPS   $0xaa, Y8, Y9
+	VFMADD231PS Y9, Y5, Y2
+	VMOVDQU     2(R10)(SI*1), X5
+	VPSRLW      $0x04, Y5, Y9
+	VPAND       Y7, Y5, Y5
+	VPAND       Y7, Y9, Y9
+	VPMADDUBSW  (BX), Y5, Y5
+	VPMADDUBSW  32(BX), Y9, Y9
+	VPADDW      Y9, Y5, Y5
+	VPSUBW      64(BX), Y5, Y5
+	VPMADDWD    Y4, Y5, Y5
+	VCVTDQ2PS   Y5, Y5
+	VPERMILPS   $0xff, Y8, Y9
+	VFMADD231PS Y9, Y5, Y3
+
+gatherQ4_0_r4_midpairs:
+	SUBQ $0x24, SI
+	SUBQ $0x80, BX
+
+gatherQ4_0_r4_midloop:
+	CMPQ        DX, SI
+	JGE         gatherQ4_0_r4_midlast
+	MOVWLZX     (R10)(DX*1), CX
+	SHLQ        $0x10, CX
+	MOVWLZX     (R9)(DX*1), R11
+	ORQ         R11, CX
+	SHLQ        $0x10, CX
+	MOVWLZX     (R8)(DX*1), R11
+	ORQ         R11, CX
+	SHLQ        $0x10, CX
+	MOVWLZX     (DI)(DX*1), R11
+	ORQ         R11, CX
+	VMOVQ       CX, X5
+	MOVWLZX     18(R10)(DX*1), CX
+	SHLQ        $0x10, CX
+	MOVWLZX     18(R9)(DX*1), R11
+	ORQ         R11, CX
+	SHLQ        $0x10, CX
+	MOVWLZX     18(R8)(DX*1), R11
+	ORQ         R11, CX
+	SHLQ        $0x10, CX
+	MOVWLZX     18(DI)(DX*1), R11
+	ORQ         R11, CX
+	VPINSRQ     $0x01, CX, X5, X5
+	VCVTPH2PS   X5, Y8
+	VMULPS      96(AX), Y8, Y8
+	VMOVDQU     2(DI)(DX*1), X5
+	VINSERTI128 $0x01, 20(DI)(DX*1), Y5, Y5
+	VPSRLW      $0x04, Y5, Y9
+	VPAND       Y7, Y5, Y5
+	VPAND       Y7, Y9, Y9
+	VPMADDUBSW  (AX), Y5, Y5
+	VPMADDUBSW  32(AX), Y9, Y9
+	VPADDW      Y9, Y5, Y5
+	VPSUBW      64(AX), Y5, Y5
+	VPMADDWD    Y4, Y5, Y5
+	VCVTDQ2PS   Y5, Y5
+	VPERMILPS   $0x00, Y8, Y9
+	VFMADD231PS Y9, Y5, Y0
+	VMOVDQU     2(R8)(DX*1), X5
+	VINSERTI128 $0x01, 20(R8)(DX*1), Y5, Y5
+	VPSRLW      $0x04, Y5, Y9
+	VPAND       Y7, Y5, Y5
+	VPAND       Y7, Y9, Y9
+	VPMADDUBSW  (AX), Y5, Y5
+	VPMADDUBSW  32(AX), Y9, Y9
+	VPADDW      Y9, Y5, Y5
+	VPSUBW      64(AX), Y5, Y5
+	VPMADDWD    Y4, Y5, Y5
+	VCVTDQ2PS   Y5, Y5
+	VPERMILPS   $0x55, Y8, Y9
+	VFMADD231PS Y9, Y5, Y1
+	VMOVDQU     2(R9)(DX*1), X5
+	VINSERTI128 $0x01, 20(R9)(DX*1), Y5, Y5
+	VPSRLW      $0x04, Y5, Y9
+	VPAND       Y7, Y5, Y5
+	VPAND       Y7, Y9, Y9
+	VPMADDUBSW  (AX), Y5, Y5
+	VPMADDUBSW  32(AX), Y9, Y9
+	VPADDW      Y9, Y5, Y5
+	VPSUBW      64(AX), Y5, Y5
+	VPMADDWD    Y4, Y5, Y5
+	VCVTDQ2PS   Y5, Y5
+	VPERMILPS   $0xaa, Y8, Y9
+	VFMADD231PS Y9, Y5, Y2
+	VMOVDQU     2(R10)(DX*1), X5
+	VINSERTI128 $0x01, 20(R10)(DX*1), Y5, Y5
+	VPSRLW      $0x04, Y5, Y9
+	VPAND       Y7, Y5, Y5
+	VPAND       Y7, Y9, Y9
+	VPMADDUBSW  (AX), Y5, Y5
+	VPMADDUBSW  32(AX), Y9, Y9
+	VPADDW      Y9, Y5, Y5
+	VPSUBW      64(AX), Y5, Y5
+	VPMADDWD    Y4, Y5, Y5
+	VCVTDQ2PS   Y5, Y5
+	VPERMILPS   $0xff, Y8, Y9
+	VFMADD231PS Y9, Y5, Y3
+	MOVQ        8(SP), CX
+	PREFETCHT1  (CX)(DX*1)
+	MOVQ        16(SP), CX
+	PREFETCHT1  (CX)(DX*1)
+	MOVQ        24(SP), CX
+	PREFETCHT1  (CX)(DX*1)
+	MOVQ        32(SP), CX
+	PREFETCHT1  (CX)(DX*1)
+	MOVWLZX     (R10)(SI*1), CX
+	SHLQ        $0x10, CX
+	MOVWLZX     (R9)(SI*1), R11
+	ORQ         R11, CX
+	SHLQ        $0x10, CX
+	MOVWLZX     (R8)(SI*1), R11
+	ORQ         R11, CX
+	SHLQ        $0x10, CX
+	MOVWLZX     (DI)(SI*1), R11
+	ORQ         R11, CX
+	VMOVQ       CX, X5
+	MOVWLZX     18(R10)(SI*1), CX
+	SHLQ        $0x10, CX
+	MOVWLZX     18(R9)(SI*1), R11
+	ORQ         R11, CX
+	SHLQ        $0x10, CX
+	MOVWLZX     18(R8)(SI*1), R11
+	ORQ         R11, CX
+	SHLQ        $0x10, CX
+	MOVWLZX     18(DI)(SI*1), R11
+	ORQ         R11, CX
+	VPINSRQ     $0x01, CX, X5, X5
+	VCVTPH2PS   X5, Y8
+	VMULPS      96(BX), Y8, Y8
+	VMOVDQU     2(DI)(SI*1), X5
+	VINSERTI128 $0x01, 20(DI)(SI*1), Y5, Y5
+	VPSRLW      $0x04, Y5, Y9
+	VPAND       Y7, Y5, Y5
+	VPAND       Y7, Y9, Y9
+	VPMADDUBSW  (BX), Y5, Y5
+	VPMADDUBSW  32(BX), Y9, Y9
+	VPADDW      Y9, Y5, Y5
+	VPSUBW      64(BX), Y5, Y5
+	VPMADDWD    Y4, Y5, Y5
+	VCVTDQ2PS   Y5, Y5
+	VPERMILPS   $0x00, Y8, Y9
+	VFMADD231PS Y9, Y5, Y0
+	VMOVDQU     2(R8)(SI*1), X5
+	VINSERTI128 $0x01, 20(R8)(SI*1), Y5, Y5
+	VPSRLW      $0x04, Y5, Y9
+	VPAND       Y7, Y5, Y5
+	VPAND       Y7, Y9, Y9
+	VPMADDUBSW  (BX), Y5, Y5
+	VPMADDUBSW  32(BX), Y9, Y9
+	VPADDW      Y9, Y5, Y5
+	VPSUBW      64(BX), Y5, Y5
+	VPMADDWD    Y4, Y5, Y5
+	VCVTDQ2PS   Y5, Y5
+	VPERMILPS   $0x55, Y8, Y9
+	VFMADD231PS Y9, Y5, Y1
+	VMOVDQU     2(R9)(SI*1), X5
+	VINSERTI128 $0x01, 20(R9)(SI*1), Y5, Y5
+	VPSRLW      $0x04, Y5, Y9
+	VPAND       Y7, Y5, Y5
+	VPAND       Y7, Y9, Y9
+	VPMADDUBSW  (BX), Y5, Y5
+	VPMADDUBSW  32(BX), Y9, Y9
+	VPADDW      Y9, Y5, Y5
+	VPSUBW      64(BX), Y5, Y5
+	VPMADDWD    Y4, Y5, Y5
+	VCVTDQ2PS   Y5, Y5
+	VPERMILPS   $0xaa, Y8, Y9
+	VFMADD231PS Y9, Y5, Y2
+	VMOVDQU     2(R10)(SI*1), X5
+	VINSERTI128 $0x01, 20(R10)(SI*1), Y5, Y5
+	VPSRLW      $0x04, Y5, Y9
+	VPAND       Y7, Y5, Y5
+	VPAND       Y7, Y9, Y9
+	VPMADDUBSW  (BX), Y5, Y5
+	VPMADDUBSW  32(BX), Y9, Y9
+	VPADDW      Y9, Y5, Y5
+	VPSUBW      64(BX), Y5, Y5
+	VPMADDWD    Y4, Y5, Y5
+	VCVTDQ2PS   Y5, Y5
+	VPERMILPS   $0xff, Y8, Y9
+	VFMADD231PS Y9, Y5, Y3
+	MOVQ        8(SP), CX
+	PREFETCHT1  (CX)(SI*1)
+	MOVQ        16(SP), CX
+	PREFETCHT1  (CX)(SI*1)
+	MOVQ        24(SP), CX
+	PREFETCHT1  (CX)(SI*1)
+	MOVQ        32(SP), CX
+	PREFETCHT1  (CX)(SI*1)
+	ADDQ        $0x24, DX
+	ADDQ        $0x80, AX
+	SUBQ        $0x24, SI
+	SUBQ        $0x80, BX
+	JMP         gatherQ4_0_r4_midloop
+
+gatherQ4_0_r4_midlast:
+	JNE         gatherQ4_0_r4_fin
+	MOVWLZX     (R10)(DX*1), CX
+	SHLQ        $0x10, CX
+	MOVWLZX     (R9)(DX*1), BX
+	ORQ         BX, CX
+	SHLQ        $0x10, CX
+	MOVWLZX     (R8)(DX*1), BX
+	ORQ         BX, CX
+	SHLQ        $0x10, CX
+	MOVWLZX     (DI)(DX*1), BX
+	ORQ         BX, CX
+	VMOVQ       CX, X5
+	MOVWLZX     18(R10)(DX*1), CX
+	SHLQ        $0x10, CX
+	MOVWLZX     18(R9)(DX*1), BX
+	ORQ         BX, CX
+	SHLQ        $0x10, CX
+	MOVWLZX     18(R8)(DX*1), BX
+	ORQ         BX, CX
+	SHLQ        $0x10, CX
+	MOVWLZX     18(DI)(DX*1), BX
+	ORQ         BX, CX
+	VPINSRQ     $0x01, CX, X5, X5
+	VCVTPH2PS   X5, Y8
+	VMULPS      96(AX), Y8, Y8
+	VMOVDQU     2(DI)(DX*1), X5
+	VINSERTI128 $0x01, 20(DI)(DX*1), Y5, Y5
+	VPSRLW      $0x04, Y5, Y9
+	VPAND       Y7, Y5, Y5
+	VPAND       Y7, Y9, Y9
+	VPMADDUBSW  (AX), Y5, Y5
+	VPMADDUBSW  32(AX), Y9, Y9
+	VPADDW      Y9, Y5, Y5
+	VPSUBW      64(AX), Y5, Y5
+	VPMADDWD    Y4, Y5, Y5
+	VCVTDQ2PS   Y5, Y5
+	VPERMILPS   $0x00, Y8, Y9
+	VFMADD231PS Y9, Y5, Y0
+	VMOVDQU     2(R8)(DX*1), X5
+	VINSERTI128 $0x01, 20(R8)(DX*1), Y5, Y5
+	VPSRLW      $0x04, Y5, Y9
+	VPAND       Y7, Y5, Y5
+	VPAND       Y7, Y9, Y9
+	VPMADDUBSW  (AX), Y5, Y5
+	VPMADDUBSW  32(AX), Y9, Y9
+	VPADDW      Y9, Y5, Y5
+	VPSUBW      64(AX), Y5, Y5
+	VPMADDWD    Y4, Y5, Y5
+	VCVTDQ2PS   Y5, Y5
+	VPERMILPS   $0x55, Y8, Y9
+	VFMADD231PS Y9, Y5, Y1
+	VMOVDQU     2(R9)(DX*1), X5
+	VINSERTI128 $0x01, 20(R9)(DX*1), Y5, Y5
+	VPSRLW      $0x04, Y5, Y9
+	VPAND       Y7, Y5, Y5
+	VPAND       Y7, Y9, Y9
+	VPMADDUBSW  (AX), Y5, Y5
+	VPMADDUBSW  32(AX), Y9, Y9
+	VPADDW      Y9, Y5, Y5
+	VPSUBW      64(AX), Y5, Y5
+	VPMADDWD    Y4, Y5, Y5
+	VCVTDQ2PS   Y5, Y5
+	VPERMILPS   $0xaa, Y8, Y9
+	VFMADD231PS Y9, Y5, Y2
+	VMOVDQU     2(R10)(DX*1), X5
+	VINSERTI128 $0x01, 20(R10)(DX*1), Y5, Y5
 	VPSRLW      $0x04, Y5, Y9
 	VPAND       Y7, Y5, Y5
 	VPAND       Y7, Y9, Y9
