@@ -84,23 +84,23 @@ func gatherRows(elem int, out []float32, w []byte, cols, stride int, ids []int32
 // len(out): rows of a strided view (stride >= cols elements), such as one
 // attention head's slice of every cached key.
 func GatherF32Strided(out, w []float32, stride, cols int, x []float32) {
-	dotShort("GatherF32Strided", 4, out, bytesOf(w), stride, cols, x)
+	gatherStrided("GatherF32Strided", 4, out, bytesOf(w), stride, cols, x)
 }
 
 // GatherF16Strided is GatherF32Strided over f16 values.
 func GatherF16Strided(out []float32, w []uint16, stride, cols int, x []float32) {
-	dotShort("GatherF16Strided", 2, out, bytesOf(w), stride, cols, x)
+	gatherStrided("GatherF16Strided", 2, out, bytesOf(w), stride, cols, x)
 }
 
 // AxpyF32Strided adds Σ_k coef[k]·w[k*stride:][:len(y)] to y, over the
 // same kind of view.
 func AxpyF32Strided(y, w []float32, stride int, coef []float32) {
-	axpyShort("AxpyF32Strided", 4, y, bytesOf(w), stride, coef)
+	axpyStrided("AxpyF32Strided", 4, y, bytesOf(w), stride, coef)
 }
 
 // AxpyF16Strided is AxpyF32Strided over f16 values.
 func AxpyF16Strided(y []float32, w []uint16, stride int, coef []float32) {
-	axpyShort("AxpyF16Strided", 2, y, bytesOf(w), stride, coef)
+	axpyStrided("AxpyF16Strided", 2, y, bytesOf(w), stride, coef)
 }
 
 // GatherF32Strided4 is GatherF32Strided for four vectors at once: x holds
@@ -127,49 +127,14 @@ func AxpyF16Strided4(y []float32, w []uint16, stride int, coef []float32) {
 	axpyShort4("AxpyF16Strided4", 2, y, bytesOf(w), stride, coef)
 }
 
-// dotShort is the strided gathers over w's bytes, elem bytes a value. On
-// AVX-512 they take four rows a call (dotRowsF32/F16); a last few rows are
-// the four last rows again.
-func dotShort(name string, elem int, out []float32, w []byte, stride, cols int, x []float32) {
-	if !AVX512 || len(out) < 4 || cols == 0 {
-		gatherStrided(name, elem, out, w, stride, cols, x)
-		return
-	}
-	checkStrided(name, len(w)/elem, stride, cols, len(out))
-	if len(x) != cols {
-		panic(fmt.Sprintf("avx2.%s: x has length %d, want cols=%d", name, len(x), cols))
-	}
-	n4, tail := len(out)&^3, uint64(1)<<(cols%16)-1
-	call := func(k, n int) {
-		if elem == 4 {
-			dotRowsF32(&out[k], &w[k*stride*elem], stride*elem, n, &x[0], cols/16, tail)
-		} else {
-			dotRowsF16(&out[k], &w[k*stride*elem], stride*elem, n, &x[0], cols/16, tail)
-		}
-	}
-	call(0, n4)
-	if last := len(out) - 4; last > n4-4 {
-		call(last, 4)
-	}
-}
-
-// axpyShort is the strided axpys over w's bytes: on AVX-512 sixty-four
-// columns a call, every row through each.
-func axpyShort(name string, elem int, y []float32, w []byte, stride int, coef []float32) {
-	if !AVX512 || len(y) == 0 || len(coef) == 0 {
-		axpyStrided(name, elem, y, w, stride, coef)
-		return
-	}
-	checkStrided(name, len(w)/elem, stride, len(y), len(coef))
-	for c := 0; c < len(y); c += 64 {
-		if elem == 4 {
-			axpyRowsF32(&y[c], &w[c*elem], stride*elem, len(coef), &coef[0], colMasks(len(y)-c))
-		} else {
-			axpyRowsF16(&y[c], &w[c*elem], stride*elem, len(coef), &coef[0], colMasks(len(y)-c))
-		}
-	}
-}
-
+// dotShort4 and axpyShort4 are the four-vector forms over w's bytes, elem
+// bytes a value: on AVX-512 four rows by four vectors a kernel call, a last
+// few rows being the four last rows again; elsewhere, and below four rows,
+// each vector through the general kernels. One row of a prompt, or a
+// decode step, takes those too: from memory, where a long context's decode
+// reads its cache, they read 17.5-19 GB/s on one thread against 12-15 for
+// one-row forms of these kernels, whose loads ran ahead of their
+// prefetches (ops/avx2/NOTES.md).
 func dotShort4(name string, elem int, out []float32, w []byte, stride, cols int, x []float32) {
 	n := len(out) / 4
 	if len(out) != 4*n || len(x) != 4*cols {
@@ -177,7 +142,7 @@ func dotShort4(name string, elem int, out []float32, w []byte, stride, cols int,
 	}
 	if !AVX512 || n < 4 || cols == 0 {
 		for q := range 4 {
-			dotShort(name, elem, out[q*n:][:n], w, stride, cols, x[q*cols:][:cols])
+			gatherStrided(name, elem, out[q*n:][:n], w, stride, cols, x[q*cols:][:cols])
 		}
 		return
 	}
@@ -203,7 +168,7 @@ func axpyShort4(name string, elem int, y []float32, w []byte, stride int, coef [
 	}
 	if !AVX512 || cols == 0 || n == 0 {
 		for q := range 4 {
-			axpyShort(name, elem, y[q*cols:][:cols], w, stride, coef[q*n:][:n])
+			axpyStrided(name, elem, y[q*cols:][:cols], w, stride, coef[q*n:][:n])
 		}
 		return
 	}
@@ -229,7 +194,7 @@ func colMasks(left int) uint64 {
 }
 
 // gatherStrided and axpyStrided are the strided kernels through the
-// general row kernels, which take any rows (the AVX2 and Go paths).
+// general row kernels, which take any rows.
 func gatherStrided(name string, elem int, out []float32, w []byte, stride, cols int, x []float32) {
 	checkStrided(name, len(w)/elem, stride, cols, len(out))
 	if len(x) != cols {

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/pinfer/pinfer/internal/hugepage"
 )
@@ -319,6 +320,45 @@ func BenchmarkStridedHot(b *testing.B) {
 			withPath(b, int64(c.rows*n*hd*4), func(b *testing.B) {
 				for b.Loop() {
 					c.run()
+				}
+			})
+		})
+	}
+}
+
+// BenchmarkStridedMem: the same, one row at a time, as a decode step at a
+// long context reads its cache: each call another head of 512 positions
+// from a 256 MB buffer, so from memory.
+func BenchmarkStridedMem(b *testing.B) {
+	r := rand.New(rand.NewPCG(4, 4))
+	n, hd := 512, 128
+	w, free := benchAlloc[float32](256<<20/4, true)
+	defer free()
+	for i := range w {
+		w[i] = float32(i&255) / 256
+	}
+	w16 := unsafe.Slice((*uint16)(unsafe.Pointer(&w[0])), len(w)*2)
+	for i := range w16 {
+		w16[i] = uint16(0x3c00 + i&255)
+	}
+	q, s, out := randVec(r, hd), randVec(r, n), make([]float32, hd)
+	head := func(i, elem int) int { return i % (len(w) * 4 / elem / (n * hd)) * n * hd }
+	for _, c := range []struct {
+		name string
+		elem int
+		run  func(at int)
+	}{
+		{"scores", 4, func(at int) { GatherF32Strided(s, w[at:at+n*hd], hd, hd, q) }},
+		{"values", 4, func(at int) { AxpyF32Strided(out, w[at:at+n*hd], hd, s) }},
+		{"f16/scores", 2, func(at int) { GatherF16Strided(s, w16[at:at+n*hd], hd, hd, q) }},
+		{"f16/values", 2, func(at int) { AxpyF16Strided(out, w16[at:at+n*hd], hd, s) }},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			withPath(b, int64(n*hd*c.elem), func(b *testing.B) {
+				i := 0
+				for b.Loop() {
+					c.run(head(i, c.elem))
+					i++
 				}
 			})
 		})

@@ -65,22 +65,10 @@ func axpyQ4i8(y *float32, w *byte, stride int, rows *int32, n int, coef *float32
 // f32 and for f16 rows).
 
 //go:noescape
-func dotRowsF32(out *float32, w *byte, stride int, n int, x *float32, nfull int, tail uint64)
-
-//go:noescape
-func axpyRowsF32(y *float32, w *byte, stride int, n int, coef *float32, masks uint64)
-
-//go:noescape
 func dotRowsF32x4(out *float32, ldo int, w *byte, stride int, n int, x *float32, ldx int, body int, tail uint64)
 
 //go:noescape
 func axpyRowsF32x4(y *float32, ldy int, w *byte, stride int, n int, coef *float32, ldc int, masks uint64)
-
-//go:noescape
-func dotRowsF16(out *float32, w *byte, stride int, n int, x *float32, nfull int, tail uint64)
-
-//go:noescape
-func axpyRowsF16(y *float32, w *byte, stride int, n int, coef *float32, masks uint64)
 
 //go:noescape
 func dotRowsF16x4(out *float32, ldo int, w *byte, stride int, n int, x *float32, ldx int, body int, tail uint64)

@@ -50,20 +50,12 @@ func gatherQ8v(out *float32, w *byte, stride int, rows *int32, n int, xs *byte, 
 func gatherQ8f2(out *float32, w *byte, stride int, rows *int32, n int, x *float32, nblk int) {
 	noAsm()
 }
-func dotRowsF32(out *float32, w *byte, stride int, n int, x *float32, nfull int, tail uint64) {
-	noAsm()
-}
-func axpyRowsF32(y *float32, w *byte, stride int, n int, coef *float32, masks uint64) { noAsm() }
 func dotRowsF32x4(out *float32, ldo int, w *byte, stride int, n int, x *float32, ldx int, body int, tail uint64) {
 	noAsm()
 }
 func axpyRowsF32x4(y *float32, ldy int, w *byte, stride int, n int, coef *float32, ldc int, masks uint64) {
 	noAsm()
 }
-func dotRowsF16(out *float32, w *byte, stride int, n int, x *float32, nfull int, tail uint64) {
-	noAsm()
-}
-func axpyRowsF16(y *float32, w *byte, stride int, n int, coef *float32, masks uint64) { noAsm() }
 func dotRowsF16x4(out *float32, ldo int, w *byte, stride int, n int, x *float32, ldx int, body int, tail uint64) {
 	noAsm()
 }

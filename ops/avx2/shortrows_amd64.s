@@ -1,12 +1,13 @@
 //go:build amd64 && !purego
 
-// Short rows side by side, as attention reads one head's cached keys and
-// values (head_dim 64-128 values a row), in f32 and in f16. The general
-// gather and axpy kernels spent ~30 cycles on such a row; these are bound
-// by the L2's bandwidth, and their four-vector forms read each row once
-// for four of a prompt's rows.
+// Short rows side by side, as a prompt's attention reads one head's cached
+// keys and values (head_dim 64-128 values a row), in f32 and in f16, for
+// four of the prompt's rows at once: each row is read from L2 once for the
+// four, where the general gather and axpy kernels, a row of a prompt at a
+// time, were bound by L2's bandwidth.
 
 #include "textflag.h"
+
 
 // RSUM4 leaves the lane sums of a0..a3 in the low four lanes of t2
 // (t0, t1 scratch; a0, a2 clobbered; K2 = 0x1111). VCOMPRESSPS straight to
@@ -88,34 +89,21 @@
 	LDRD((2*RCH), p, K3, z2) \
 	LDRD((3*RCH), p, K4, z3)
 
-// FMA4 adds the broadcast c times z0..z3 to a0..a3.
-#define FMA4(c, z0, z1, z2, z3, a0, a1, a2, a3) \
-	VFMADD231PS z0, c, a0 \
-	VFMADD231PS z1, c, a1 \
-	VFMADD231PS z2, c, a2 \
-	VFMADD231PS z3, c, a3
-
-#define DOTROWS ·dotRowsF32
 #define DOTROWS4 ·dotRowsF32x4
-#define AXPYROWS ·axpyRowsF32
 #define AXPYROWS4 ·axpyRowsF32x4
 #define LDRX(p, off, k, z) VMOVUPS.Z (p)(off*1), k, z
 #define LDRD(d, p, k, z) VMOVUPS.Z d(p), k, z
 #define RCH 64
 #define XS 1
 #include "shortrows_amd64.h"
-#undef DOTROWS
 #undef DOTROWS4
-#undef AXPYROWS
 #undef AXPYROWS4
 #undef LDRX
 #undef LDRD
 #undef RCH
 #undef XS
 
-#define DOTROWS ·dotRowsF16
 #define DOTROWS4 ·dotRowsF16x4
-#define AXPYROWS ·axpyRowsF16
 #define AXPYROWS4 ·axpyRowsF16x4
 #define LDRX(p, off, k, z) VCVTPH2PS.Z (p)(off*1), k, z
 #define LDRD(d, p, k, z) VCVTPH2PS.Z d(p), k, z
