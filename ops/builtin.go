@@ -217,10 +217,11 @@ func attentionShape(s *ShapeArgs) (int, error) {
 
 // kvCache keeps every position's k and v rows of one attention node and
 // one sequence: in k and v, or in f16 in k16 and v16. Head by head: kv
-// head g's keys at position p start at (g·nctx+p)·hd. With a position's
-// heads side by side instead, one head's keys lay 16 KB apart (a 7B's
-// 32 heads of 128) and fell into a few dozen of the L2's sets, so a prompt
-// read them from L3 for every row.
+// head g's keys at position p start at (g·nctx+p)·hd, so that one head's
+// cache is one run of rows. With a position's heads side by side instead,
+// a head's rows lay 16 KB apart (a 7B's 32 heads of 128): a decode step at
+// a long context read them from memory at 15.2 GB/s on one thread against
+// 17.6 as one run (ops/avx2/NOTES.md).
 type kvCache struct {
 	k, v     []float32
 	k16, v16 []uint16
