@@ -171,9 +171,10 @@ func gatherPrepared(out []float32, w []byte, stride int, ids []int32, xs []byte,
 	gatherQ4v(&out[0], unsafe.SliceData(w), stride, &ids[0], len(ids), &xs[0], nblk/4, m1, m2, scattered(ids))
 }
 
-// scattered is 1 unless ids (ascending, as every caller gives them) are
-// one run of neighbouring rows: gatherQ4v then reads each row from both
-// ends, which is faster for rows apart and slower for rows in a run.
+// scattered is 1 unless ids are one run of neighbouring rows (for the
+// ascending ids the engine gives, exactly when the last is the first plus
+// len-1): gatherQ4v then reads each row from both ends, which is faster for
+// rows apart and slower for rows in a run. Either loop gives the same sums.
 func scattered(ids []int32) int {
 	if int(ids[len(ids)-1]-ids[0]) == len(ids)-1 {
 		return 0
