@@ -174,7 +174,8 @@ func gatherPrepared(out []float32, w []byte, stride int, ids []int32, xs []byte,
 // scattered is 1 unless ids are one run of neighbouring rows (for the
 // ascending ids the engine gives, exactly when the last is the first plus
 // len-1): gatherQ4v then reads each row from both ends, which is faster for
-// rows apart and slower for rows in a run. Either loop gives the same sums.
+// rows apart and slower for rows in a run. Either loop is correct; they
+// add the blocks in another order.
 func scattered(ids []int32) int {
 	if int(ids[len(ids)-1]-ids[0]) == len(ids)-1 {
 		return 0
