@@ -13,14 +13,13 @@ const (
 	q4Bytes = 18
 )
 
-const gatherSig = "func(out *float32, w *byte, stride int, rows *int32, n int, xq *byte, nblk int)"
 const axpySig = "func(y *float32, w *byte, stride int, rows *int32, n int, coef *float32, nblk int)"
 
 // gatherQ8: int8·int8 per block with the sign trick (VPMADDUBSW wants one
 // unsigned operand), then scaled by d_w*d_x in f32. xq must come from the
 // q8_0 quantizer: -128 never occurs in it.
 func gatherQ8() {
-	TEXT("gatherQ8_0", NOSPLIT, gatherSig)
+	TEXT("gatherQ8_0", NOSPLIT, "func(out *float32, w *byte, stride int, rows *int32, n int, xq *byte, nblk int, mid int)")
 	Pragma("noescape")
 	drive("gatherQ8_0", func(rc *rowCtx) {
 		acc := make([]reg.VecVirtual, rc.R)
@@ -36,39 +35,63 @@ func gatherQ8() {
 		IMUL3Q(U8(q8Bytes), nb, end)
 		off := GP64()
 		XORQ(off, off)
+		// Temporaries are shared by the rows: fewer virtual registers keep
+		// avo's allocator within Y0-Y15 (VEX encodable, no AVX-512 needed).
+		xv, wv, aw, sx, sb := YMM(), YMM(), YMM(), YMM(), YMM()
+		step := func(off reg.Register) {
+			VMOVDQU(at(x, off, 1, 2), xv)
+			// Scales of all R rows at once: d_w (packed f16) times d_x.
+			g := GP64()
+			MOVWLZX(at(x, off, 1, 0), g.As32())
+			dx := XMM()
+			VMOVD(g.As32(), dx)
+			VCVTPH2PS(dx, dx)
+			VBROADCASTSS(dx, dx)
+			sv := XMM()
+			VMOVQ(packHalves(rc, off, 0), sv)
+			VCVTPH2PS(sv, sv)
+			VMULPS(dx, sv, sv)
+			VMOVUPS(sv, rc.scratch)
+			for i := 0; i < rc.R; i++ {
+				VMOVDQU(at(rc.p[i], off, 1, 2), wv)
+				VPSIGNB(wv, wv, aw)
+				VPSIGNB(wv, xv, sx)
+				VPMADDUBSW(sx, aw, sx)
+				VPMADDWD(ones, sx, sx)
+				VCVTDQ2PS(sx, sx)
+				VBROADCASTSS(rc.scratch.Offset(4*i), sb)
+				VFMADD231PS(sb, sx, acc[i])
+			}
+			rc.prefetch(off)
+		}
+		if rc.R == 4 {
+			CMPQ(Load(Param("mid"), GP64()), U8(0))
+			JNE(LabelRef(rc.label("mid")))
+		}
 		Label(rc.label("loop"))
 		CMPQ(off, end)
 		JGE(LabelRef(rc.label("fin")))
-		xv := YMM()
-		VMOVDQU(at(x, off, 1, 2), xv)
-		// Scales of all R rows at once: d_w (packed f16) times d_x.
-		g := GP64()
-		MOVWLZX(at(x, off, 1, 0), g.As32())
-		dx := XMM()
-		VMOVD(g.As32(), dx)
-		VCVTPH2PS(dx, dx)
-		VBROADCASTSS(dx, dx)
-		sv := XMM()
-		VMOVQ(packHalves(rc, off, 0), sv)
-		VCVTPH2PS(sv, sv)
-		VMULPS(dx, sv, sv)
-		VMOVUPS(sv, rc.scratch)
-		// Temporaries are shared by the rows: fewer virtual registers keep
-		// avo's allocator within Y0-Y15 (VEX encodable, no AVX-512 needed).
-		wv, aw, sx, sb := YMM(), YMM(), YMM(), YMM()
-		for i := 0; i < rc.R; i++ {
-			VMOVDQU(at(rc.p[i], off, 1, 2), wv)
-			VPSIGNB(wv, wv, aw)
-			VPSIGNB(wv, xv, sx)
-			VPMADDUBSW(sx, aw, sx)
-			VPMADDWD(ones, sx, sx)
-			VCVTDQ2PS(sx, sx)
-			VBROADCASTSS(rc.scratch.Offset(4*i), sb)
-			VFMADD231PS(sb, sx, acc[i])
-		}
-		rc.prefetch(off)
+		step(off)
 		ADDQ(U8(q8Bytes), off)
 		JMP(LabelRef(rc.label("loop")))
+		if rc.R == 4 {
+			// Scattered rows from both ends, as gatherQ4's bothEnds: off
+			// goes up from the first block, hi down from the last.
+			Label(rc.label("mid"))
+			hi := GP64()
+			LEAQ(Mem{Base: end, Disp: -q8Bytes}, hi)
+			Label(rc.label("midloop"))
+			CMPQ(off, hi)
+			JGE(LabelRef(rc.label("midlast")))
+			step(off)
+			step(hi)
+			ADDQ(U8(q8Bytes), off)
+			SUBQ(U8(q8Bytes), hi)
+			JMP(LabelRef(rc.label("midloop")))
+			Label(rc.label("midlast"))
+			JNE(LabelRef(rc.label("fin")))
+			step(off)
+		}
 		Label(rc.label("fin"))
 		storeSums(rc, acc)
 	})

@@ -265,7 +265,7 @@ func GatherQ8_0(out []float32, w []byte, cols int, rows []int32, xq []byte) {
 		gatherQ8vnni(out, w, cols/32, ids, xq)
 		return
 	}
-	gatherQ8_0(&out[0], unsafe.SliceData(w), cols/32*q8Block, &ids[0], len(out), unsafe.SliceData(xq), cols/32)
+	gatherQ8_0(&out[0], unsafe.SliceData(w), cols/32*q8Block, &ids[0], len(out), unsafe.SliceData(xq), cols/32, scattered(ids))
 }
 
 // GatherQ4_0 sets out[k] = row(rows[k]) · x for q4_0 rows, with x given

@@ -23,7 +23,7 @@ func axpyF32(y *float32, w *byte, stride int, rows *int32, n int, coef *float32,
 func axpyF16(y *float32, w *byte, stride int, rows *int32, n int, coef *float32, cols int)
 
 //go:noescape
-func gatherQ8_0(out *float32, w *byte, stride int, rows *int32, n int, xq *byte, nblk int)
+func gatherQ8_0(out *float32, w *byte, stride int, rows *int32, n int, xq *byte, nblk int, mid int)
 
 //go:noescape
 func gatherQ4_0(out *float32, w *byte, stride int, rows *int32, n int, xq *byte, nblk int, xs *byte, mid int)

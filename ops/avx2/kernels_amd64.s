@@ -903,9 +903,9 @@ axpyF16_r1_done:
 	VZEROUPPER
 	RET
 
-// func gatherQ8_0(out *float32, w *byte, stride int, rows *int32, n int, xq *byte, nblk int)
+// func gatherQ8_0(out *float32, w *byte, stride int, rows *int32, n int, xq *byte, nblk int, mid int)
 // Requires: AVX, AVX2, CMOV, F16C, FMA3, MMX+
-TEXT ·gatherQ8_0(SB), NOSPLIT, $72-56
+TEXT ·gatherQ8_0(SB), NOSPLIT, $72-64
 	MOVQ $0x00000000, (SP)
 
 gatherQ8_0_r4_group:
@@ -967,6 +967,9 @@ gatherQ8_0_r4_group:
 	MOVQ    nblk+48(FP), CX
 	IMUL3Q  $0x22, CX, CX
 	XORQ    DX, DX
+	MOVQ    mid+56(FP), BX
+	CMPQ    BX, $0x00
+	JNE     gatherQ8_0_r4_mid
 
 gatherQ8_0_r4_loop:
 	CMPQ         DX, CX
@@ -1032,6 +1035,196 @@ gatherQ8_0_r4_loop:
 	PREFETCHT1   (BX)(DX*1)
 	ADDQ         $0x22, DX
 	JMP          gatherQ8_0_r4_loop
+
+gatherQ8_0_r4_mid:
+	LEAQ -34(CX), CX
+
+gatherQ8_0_r4_midloop:
+	CMPQ         DX, CX
+	JGE          gatherQ8_0_r4_midlast
+	VMOVDQU      2(AX)(DX*1), Y5
+	MOVWLZX      (AX)(DX*1), BX
+	VMOVD        BX, X6
+	VCVTPH2PS    X6, X6
+	VBROADCASTSS X6, X6
+	MOVWLZX      (R10)(DX*1), BX
+	SHLQ         $0x10, BX
+	MOVWLZX      (R9)(DX*1), SI
+	ORQ          SI, BX
+	SHLQ         $0x10, BX
+	MOVWLZX      (R8)(DX*1), SI
+	ORQ          SI, BX
+	SHLQ         $0x10, BX
+	MOVWLZX      (DI)(DX*1), SI
+	ORQ          SI, BX
+	VMOVQ        BX, X7
+	VCVTPH2PS    X7, X7
+	VMULPS       X6, X7, X7
+	VMOVUPS      X7, 40(SP)
+	VMOVDQU      2(DI)(DX*1), Y6
+	VPSIGNB      Y6, Y6, Y7
+	VPSIGNB      Y6, Y5, Y6
+	VPMADDUBSW   Y6, Y7, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 40(SP), Y7
+	VFMADD231PS  Y7, Y6, Y0
+	VMOVDQU      2(R8)(DX*1), Y6
+	VPSIGNB      Y6, Y6, Y7
+	VPSIGNB      Y6, Y5, Y6
+	VPMADDUBSW   Y6, Y7, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 44(SP), Y7
+	VFMADD231PS  Y7, Y6, Y1
+	VMOVDQU      2(R9)(DX*1), Y6
+	VPSIGNB      Y6, Y6, Y7
+	VPSIGNB      Y6, Y5, Y6
+	VPMADDUBSW   Y6, Y7, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 48(SP), Y7
+	VFMADD231PS  Y7, Y6, Y2
+	VMOVDQU      2(R10)(DX*1), Y6
+	VPSIGNB      Y6, Y6, Y7
+	VPSIGNB      Y6, Y5, Y6
+	VPMADDUBSW   Y6, Y7, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 52(SP), Y7
+	VFMADD231PS  Y7, Y6, Y3
+	MOVQ         8(SP), BX
+	PREFETCHT1   (BX)(DX*1)
+	MOVQ         16(SP), BX
+	PREFETCHT1   (BX)(DX*1)
+	MOVQ         24(SP), BX
+	PREFETCHT1   (BX)(DX*1)
+	MOVQ         32(SP), BX
+	PREFETCHT1   (BX)(DX*1)
+	VMOVDQU      2(AX)(CX*1), Y5
+	MOVWLZX      (AX)(CX*1), BX
+	VMOVD        BX, X6
+	VCVTPH2PS    X6, X6
+	VBROADCASTSS X6, X6
+	MOVWLZX      (R10)(CX*1), BX
+	SHLQ         $0x10, BX
+	MOVWLZX      (R9)(CX*1), SI
+	ORQ          SI, BX
+	SHLQ         $0x10, BX
+	MOVWLZX      (R8)(CX*1), SI
+	ORQ          SI, BX
+	SHLQ         $0x10, BX
+	MOVWLZX      (DI)(CX*1), SI
+	ORQ          SI, BX
+	VMOVQ        BX, X7
+	VCVTPH2PS    X7, X7
+	VMULPS       X6, X7, X7
+	VMOVUPS      X7, 40(SP)
+	VMOVDQU      2(DI)(CX*1), Y6
+	VPSIGNB      Y6, Y6, Y7
+	VPSIGNB      Y6, Y5, Y6
+	VPMADDUBSW   Y6, Y7, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 40(SP), Y7
+	VFMADD231PS  Y7, Y6, Y0
+	VMOVDQU      2(R8)(CX*1), Y6
+	VPSIGNB      Y6, Y6, Y7
+	VPSIGNB      Y6, Y5, Y6
+	VPMADDUBSW   Y6, Y7, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 44(SP), Y7
+	VFMADD231PS  Y7, Y6, Y1
+	VMOVDQU      2(R9)(CX*1), Y6
+	VPSIGNB      Y6, Y6, Y7
+	VPSIGNB      Y6, Y5, Y6
+	VPMADDUBSW   Y6, Y7, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 48(SP), Y7
+	VFMADD231PS  Y7, Y6, Y2
+	VMOVDQU      2(R10)(CX*1), Y6
+	VPSIGNB      Y6, Y6, Y7
+	VPSIGNB      Y6, Y5, Y6
+	VPMADDUBSW   Y6, Y7, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 52(SP), Y7
+	VFMADD231PS  Y7, Y6, Y3
+	MOVQ         8(SP), BX
+	PREFETCHT1   (BX)(CX*1)
+	MOVQ         16(SP), BX
+	PREFETCHT1   (BX)(CX*1)
+	MOVQ         24(SP), BX
+	PREFETCHT1   (BX)(CX*1)
+	MOVQ         32(SP), BX
+	PREFETCHT1   (BX)(CX*1)
+	ADDQ         $0x22, DX
+	SUBQ         $0x22, CX
+	JMP          gatherQ8_0_r4_midloop
+
+gatherQ8_0_r4_midlast:
+	JNE          gatherQ8_0_r4_fin
+	VMOVDQU      2(AX)(DX*1), Y5
+	MOVWLZX      (AX)(DX*1), AX
+	VMOVD        AX, X6
+	VCVTPH2PS    X6, X6
+	VBROADCASTSS X6, X6
+	MOVWLZX      (R10)(DX*1), AX
+	SHLQ         $0x10, AX
+	MOVWLZX      (R9)(DX*1), CX
+	ORQ          CX, AX
+	SHLQ         $0x10, AX
+	MOVWLZX      (R8)(DX*1), CX
+	ORQ          CX, AX
+	SHLQ         $0x10, AX
+	MOVWLZX      (DI)(DX*1), CX
+	ORQ          CX, AX
+	VMOVQ        AX, X7
+	VCVTPH2PS    X7, X7
+	VMULPS       X6, X7, X7
+	VMOVUPS      X7, 40(SP)
+	VMOVDQU      2(DI)(DX*1), Y6
+	VPSIGNB      Y6, Y6, Y7
+	VPSIGNB      Y6, Y5, Y6
+	VPMADDUBSW   Y6, Y7, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 40(SP), Y7
+	VFMADD231PS  Y7, Y6, Y0
+	VMOVDQU      2(R8)(DX*1), Y6
+	VPSIGNB      Y6, Y6, Y7
+	VPSIGNB      Y6, Y5, Y6
+	VPMADDUBSW   Y6, Y7, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 44(SP), Y7
+	VFMADD231PS  Y7, Y6, Y1
+	VMOVDQU      2(R9)(DX*1), Y6
+	VPSIGNB      Y6, Y6, Y7
+	VPSIGNB      Y6, Y5, Y6
+	VPMADDUBSW   Y6, Y7, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 48(SP), Y7
+	VFMADD231PS  Y7, Y6, Y2
+	VMOVDQU      2(R10)(DX*1), Y6
+	VPSIGNB      Y6, Y6, Y7
+	VPSIGNB      Y6, Y5, Y6
+	VPMADDUBSW   Y6, Y7, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VBROADCASTSS 52(SP), Y7
+	VFMADD231PS  Y7, Y6, Y3
+	MOVQ         8(SP), AX
+	PREFETCHT1   (AX)(DX*1)
+	MOVQ         16(SP), AX
+	PREFETCHT1   (AX)(DX*1)
+	MOVQ         24(SP), AX
+	PREFETCHT1   (AX)(DX*1)
+	MOVQ         32(SP), AX
+	PREFETCHT1   (AX)(DX*1)
 
 gatherQ8_0_r4_fin:
 	MOVQ         out+0(FP), AX

@@ -13,7 +13,9 @@ func gatherF32(out *float32, w *byte, stride int, rows *int32, n int, x *float32
 func gatherF16(out *float32, w *byte, stride int, rows *int32, n int, x *float32, cols int) { noAsm() }
 func axpyF32(y *float32, w *byte, stride int, rows *int32, n int, coef *float32, cols int)  { noAsm() }
 func axpyF16(y *float32, w *byte, stride int, rows *int32, n int, coef *float32, cols int)  { noAsm() }
-func gatherQ8_0(out *float32, w *byte, stride int, rows *int32, n int, xq *byte, nblk int)  { noAsm() }
+func gatherQ8_0(out *float32, w *byte, stride int, rows *int32, n int, xq *byte, nblk int, mid int) {
+	noAsm()
+}
 func gatherQ4_0(out *float32, w *byte, stride int, rows *int32, n int, xq *byte, nblk int, xs *byte, mid int) {
 	noAsm()
 }
