@@ -163,7 +163,7 @@ func (j *ffnJob) Run(lo, hi int) {
 		// given, so that dense decode stays the read of the whole file;
 		// a predicted one leaves out the rows whose activation is zero.
 		if decodeSkip {
-			ids = s.nonzero(ids)
+			ids = s.nonzero(ids, s.g[:n])
 			if f.Skipped != nil {
 				atomic.AddInt64(&f.Skipped.Down, int64(n-len(ids)))
 			}
@@ -222,14 +222,9 @@ func (j *ffnJob) gatherToken(s *ffnScratch, m *Matrix, t int, dst []float32) {
 func (j *ffnJob) downEach(s *ffnScratch, ids []int32) {
 	n, cols := len(ids), j.down.Cols
 	for t := 0; t < j.T; t++ {
-		s.rows, s.tmp = s.rows[:0], s.tmp[:0]
-		for i, a := range s.g[t*n : (t+1)*n] {
-			if a != 0 {
-				s.rows, s.tmp = append(s.rows, ids[i]), append(s.tmp, a)
-			}
-		}
-		if len(s.rows) > 0 {
-			axpyAny(j.fast, j.down, s.acc[t*cols:(t+1)*cols], s.rows, s.tmp)
+		g := s.g[t*n : (t+1)*n]
+		if rows := s.nonzero(ids, g); len(rows) > 0 {
+			axpyAny(j.fast, j.down, s.acc[t*cols:(t+1)*cols], rows, g[:len(rows)])
 		}
 	}
 }
@@ -293,14 +288,14 @@ func (j *ffnJob) gatherUp(s *ffnScratch, ids []int32) (unread int) {
 	return unread
 }
 
-// nonzero drops the neurons of one token whose activation (s.g) is zero:
-// their down rows would add exact zeros. It returns the rest, with s.g
-// compacted alike.
-func (s *ffnScratch) nonzero(ids []int32) []int32 {
+// nonzero drops the neurons of one token whose activation (g, one per
+// id) is zero: their down rows would add exact zeros. It returns the rest
+// (in s.rows), with g compacted alike.
+func (s *ffnScratch) nonzero(ids []int32, g []float32) []int32 {
 	s.rows = s.rows[:0]
 	for i, id := range ids {
-		if s.g[i] != 0 {
-			s.g[len(s.rows)] = s.g[i]
+		if g[i] != 0 {
+			g[len(s.rows)] = g[i]
 			s.rows = append(s.rows, id)
 		}
 	}

@@ -13,8 +13,7 @@ import (
 // RMSNorm writes x / rms(x) * w. Accumulates in float64 so that long rows do
 // not drift from PyTorch's fp32 result.
 func RMSNorm(out, x, w []float32, eps float32) {
-	// In float64, as GGML sums it; four sums, so that each add need not
-	// wait for the one before.
+	// Four sums, so that each add need not wait for the one before.
 	var s0, s1, s2, s3 float64
 	n4 := len(x) &^ 3
 	for i := 0; i < n4; i += 4 {

@@ -136,9 +136,14 @@ func (l *Layer) Fired(pool *ops.Pool, x, g []float32, dst []int32) []int32 {
 // MLPScores writes into s (NFF long) PowerInfer's predictor scores
 // relu(fc1·resid)·fc2, using h (the rank long) for the hidden units.
 func (l *Layer) MLPScores(pool *ops.Pool, resid, h, s []float32) {
-	ops.MatMul(pool, h, l.FC1, resid, 1)
+	l.mlpScores(pool, resid, h, s, 1)
+}
+
+// mlpScores is MLPScores for T tokens (rows of resid, h and s).
+func (l *Layer) mlpScores(pool *ops.Pool, resid, h, s []float32, T int) {
+	ops.MatMul(pool, h, l.FC1, resid, T)
 	ops.ReLU(h)
-	ops.MatMul(pool, s, l.FC2, h, 1)
+	ops.MatMul(pool, s, l.FC2, h, T)
 }
 
 // Fires reports whether a gate pre-activation v passes the layer's
@@ -181,9 +186,7 @@ func (m *MLP) PredictRows(l *Layer, in Rows, dst [][]int32) [][]int32 {
 	T, nff := in.T, l.NFF
 	m.h = grow(m.h, T*l.FC1.Rows)
 	m.s = grow(m.s, T*nff)
-	ops.MatMul(in.Pool, m.h, l.FC1, in.Resid, T)
-	ops.ReLU(m.h)
-	ops.MatMul(in.Pool, m.s, l.FC2, m.h, T)
+	l.mlpScores(in.Pool, in.Resid, m.h, m.s, T)
 	for len(dst) < T {
 		dst = append(dst, nil)
 	}

@@ -176,27 +176,17 @@ pdone:
 	Q4ROW(DI, off, Z6, Z16, Z17, Y17, Z18, Z19)  \
 	Q4ROW(R12, off, Z7, Z24, Z25, Y25, Z26, Z27)
 
-// PF3ROWS prefetches three lines at off (PF3) of each of the rows eight
-// ahead; PF3ROWSD the three at off-64 up to off+64, for a row read downwards.
-#define PF3ROWS(off) \
-	PF3(0, off, SI)  \
-	PF3(8, off, SI)  \
-	PF3(16, off, SI) \
-	PF3(24, off, SI) \
-	PF3(32, off, SI) \
-	PF3(40, off, SI) \
-	PF3(48, off, SI) \
-	PF3(56, off, SI)
-
-#define PF3ROWSD(off) \
-	PF3D(0, off, SI)  \
-	PF3D(8, off, SI)  \
-	PF3D(16, off, SI) \
-	PF3D(24, off, SI) \
-	PF3D(32, off, SI) \
-	PF3D(40, off, SI) \
-	PF3D(48, off, SI) \
-	PF3D(56, off, SI)
+// PF3ROWS applies pf (PF3, or PF3D for rows read downwards) at off to each
+// of the rows eight ahead (addresses at 0-56(SP)).
+#define PF3ROWS(pf, off) \
+	pf(0, off, SI)  \
+	pf(8, off, SI)  \
+	pf(16, off, SI) \
+	pf(24, off, SI) \
+	pf(32, off, SI) \
+	pf(40, off, SI) \
+	pf(48, off, SI) \
+	pf(56, off, SI)
 
 // func gatherQ4v(out *float32, w *byte, stride int, rows *int32, n int, xs *byte, ngrp int, m1, m2 uint64, mid int)
 // Eight or four rows at a time; the rows eight ahead are prefetched into L2
@@ -227,14 +217,8 @@ g8loop:
 	KORTESTQ K1, K1
 	JNZ      g4loop
 	ROWS8(g4loop)
-	VPXORD   Z0, Z0, Z0
-	VPXORD   Z1, Z1, Z1
-	VPXORD   Z2, Z2, Z2
-	VPXORD   Z3, Z3, Z3
-	VPXORD   Z4, Z4, Z4
-	VPXORD   Z5, Z5, Z5
-	VPXORD   Z6, Z6, Z6
-	VPXORD   Z7, Z7, Z7
+	ZERO4(Z0, Z1, Z2, Z3)
+	ZERO4(Z4, Z5, Z6, Z7)
 	XORQ     CX, CX
 	MOVQ     xs+40(FP), R10
 	CMPQ     mid+72(FP), $0
@@ -244,7 +228,7 @@ g8blk:
 	CMPQ CX, R11
 	JGE  g8store
 	STEP8(CX, R10)
-	PF3ROWS(CX)
+	PF3ROWS(PF3, CX)
 	ADDQ $72, CX
 	ADDQ $256, R10
 	JMP  g8blk
@@ -261,9 +245,9 @@ g8pair:
 	CMPQ CX, BX
 	JGE  g8last
 	STEP8(CX, R10)
-	PF3ROWS(CX)
+	PF3ROWS(PF3, CX)
 	STEP8(BX, R8)
-	PF3ROWSD(BX)
+	PF3ROWS(PF3D, BX)
 	ADDQ $72, CX
 	ADDQ $256, R10
 	SUBQ $72, BX
@@ -291,10 +275,7 @@ g8store:
 
 g4loop:
 	ROWS4(g1loop)
-	VPXORD Z0, Z0, Z0
-	VPXORD Z1, Z1, Z1
-	VPXORD Z2, Z2, Z2
-	VPXORD Z3, Z3, Z3
+	ZERO4(Z0, Z1, Z2, Z3)
 	XORQ   CX, CX
 	MOVQ   xs+40(FP), R10
 
@@ -431,22 +412,10 @@ m4loop:
 	PFPTR(5, 8)
 	PFPTR(6, 16)
 	PFPTR(7, 24)
-	VPXORD Z0, Z0, Z0
-	VPXORD Z1, Z1, Z1
-	VPXORD Z2, Z2, Z2
-	VPXORD Z3, Z3, Z3
-	VPXORD Z4, Z4, Z4
-	VPXORD Z5, Z5, Z5
-	VPXORD Z6, Z6, Z6
-	VPXORD Z7, Z7, Z7
-	VPXORD Z8, Z8, Z8
-	VPXORD Z9, Z9, Z9
-	VPXORD Z10, Z10, Z10
-	VPXORD Z11, Z11, Z11
-	VPXORD Z12, Z12, Z12
-	VPXORD Z13, Z13, Z13
-	VPXORD Z14, Z14, Z14
-	VPXORD Z15, Z15, Z15
+	ZERO4(Z0, Z1, Z2, Z3)
+	ZERO4(Z4, Z5, Z6, Z7)
+	ZERO4(Z8, Z9, Z10, Z11)
+	ZERO4(Z12, Z13, Z14, Z15)
 	MOVQ   xstride+56(FP), BX
 	MOVQ   xs+48(FP), R8
 	LEAQ   (R8)(BX*1), R9
@@ -639,10 +608,7 @@ TEXT ·gatherQ8f(SB), NOSPLIT, $48-56
 
 f4loop:
 	ROWS4(f1loop)
-	VPXORD Z0, Z0, Z0
-	VPXORD Z1, Z1, Z1
-	VPXORD Z2, Z2, Z2
-	VPXORD Z3, Z3, Z3
+	ZERO4(Z0, Z1, Z2, Z3)
 	XORQ   CX, CX
 	MOVQ   x+40(FP), R10
 
@@ -908,10 +874,7 @@ TEXT ·gatherQ8v(SB), NOSPLIT, $32-80
 
 q84loop:
 	ROWS4(q81loop)
-	VPXORD Z0, Z0, Z0
-	VPXORD Z1, Z1, Z1
-	VPXORD Z2, Z2, Z2
-	VPXORD Z3, Z3, Z3
+	ZERO4(Z0, Z1, Z2, Z3)
 	XORQ   CX, CX
 	MOVQ   xs+40(FP), R10
 	KORTESTQ K1, K1

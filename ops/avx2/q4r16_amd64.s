@@ -8,6 +8,7 @@
 // kernel (gatherQ4v4) spends about three times as many operations.
 
 #include "textflag.h"
+#include "rows_amd64.h"
 
 DATA r16nib<>+0(SB)/4, $0x0f0f0f0f
 GLOBL r16nib<>(SB), RODATA|NOPTR, $4
@@ -177,14 +178,8 @@ TEXT ·dotQ4r16(SB), NOSPLIT, $0-56
 	MOVQ   pk+16(FP), DX
 	MOVQ   ngrp+32(FP), BX
 	XORQ   CX, CX
-	VPXORD Z9, Z9, Z9
-	VPXORD Z10, Z10, Z10
-	VPXORD Z11, Z11, Z11
-	VPXORD Z12, Z12, Z12
-	VPXORD Z13, Z13, Z13
-	VPXORD Z14, Z14, Z14
-	VPXORD Z15, Z15, Z15
-	VPXORD Z16, Z16, Z16
+	ZERO4(Z9, Z10, Z11, Z12)
+	ZERO4(Z13, Z14, Z15, Z16)
 
 r16grp:
 	R16BLK

@@ -123,3 +123,10 @@
 	SHLQ    $16, DI         \
 	MOVWLZX (AX)(CX*1), SI  \
 	ORQ     SI, DI
+
+// ZERO4 zeroes four accumulators.
+#define ZERO4(a0, a1, a2, a3) \
+	VPXORD a0, a0, a0 \
+	VPXORD a1, a1, a1 \
+	VPXORD a2, a2, a2 \
+	VPXORD a3, a3, a3

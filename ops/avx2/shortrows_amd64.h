@@ -42,14 +42,7 @@ q4loop:
 qchunk:
 	CMPQ R13, body+56(FP)
 	JGE  qtail
-	LDRX(R9, R13, K5, Z16)
-	LDRX(R10, R13, K5, Z17)
-	LDRX(R11, R13, K5, Z18)
-	LDRX(R12, R13, K5, Z19)
-	QMAC4(DX, R13, K5, Z0, Z1, Z2, Z3)
-	QMAC4(AX, R13, K5, Z4, Z5, Z6, Z7)
-	QMAC4(R15, R13, K5, Z8, Z9, Z10, Z11)
-	QMAC4(R8, R13, K5, Z12, Z13, Z14, Z15)
+	DOT4CHUNK(K5)
 	ADDQ $RCH, R13
 	JMP  qchunk
 
@@ -57,14 +50,7 @@ qtail:
 	// Masked lanes load as zeros, so the FMAs need no mask.
 	KORTESTW K1, K1
 	JZ       qreduce
-	LDRX(R9, R13, K1, Z16)
-	LDRX(R10, R13, K1, Z17)
-	LDRX(R11, R13, K1, Z18)
-	LDRX(R12, R13, K1, Z19)
-	QMAC4(DX, R13, K1, Z0, Z1, Z2, Z3)
-	QMAC4(AX, R13, K1, Z4, Z5, Z6, Z7)
-	QMAC4(R15, R13, K1, Z8, Z9, Z10, Z11)
-	QMAC4(R8, R13, K1, Z12, Z13, Z14, Z15)
+	DOT4CHUNK(K1)
 
 qreduce:
 	MOVQ    DI, R14

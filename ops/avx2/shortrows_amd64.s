@@ -7,6 +7,7 @@
 // time, were bound by L2's bandwidth.
 
 #include "textflag.h"
+#include "rows_amd64.h"
 
 
 // RSUM4 leaves the lane sums of a0..a3 in the low four lanes of t2
@@ -36,12 +37,6 @@
 	LEAQ (R10)(BX*1), R11 \
 	LEAQ (R11)(BX*1), R12
 
-#define ZERO4(a0, a1, a2, a3) \
-	VPXORD a0, a0, a0 \
-	VPXORD a1, a1, a1 \
-	VPXORD a2, a2, a2 \
-	VPXORD a3, a3, a3
-
 // QMAC4 adds the current chunk of four rows (Z16-Z19) times x's chunk at
 // xp+off (lanes of mask k) to a0..a3.
 #define QMAC4(xp, off, k, a0, a1, a2, a3) \
@@ -50,6 +45,18 @@
 	VFMADD231PS Z17, Z20, a1 \
 	VFMADD231PS Z18, Z20, a2 \
 	VFMADD231PS Z19, Z20, a3
+
+// DOT4CHUNK adds the chunk at R13 of the four rows (R9-R12), the lanes of
+// mask k, times the four x's (DX, AX, R15, R8) to Z0-Z15, four per x.
+#define DOT4CHUNK(k) \
+	LDRX(R9, R13, k, Z16)  \
+	LDRX(R10, R13, k, Z17) \
+	LDRX(R11, R13, k, Z18) \
+	LDRX(R12, R13, k, Z19) \
+	QMAC4(DX, R13, k, Z0, Z1, Z2, Z3)     \
+	QMAC4(AX, R13, k, Z4, Z5, Z6, Z7)     \
+	QMAC4(R15, R13, k, Z8, Z9, Z10, Z11)  \
+	QMAC4(R8, R13, k, Z12, Z13, Z14, Z15)
 
 // XMAC4 adds coef[CX] at cp times the row's chunks (Z16-Z19) to a0..a3.
 #define XMAC4(cp, a0, a1, a2, a3) \
