@@ -2,6 +2,7 @@ package graph
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/pinfer/pinfer/ops"
@@ -228,42 +229,15 @@ func (r *Runner) Forward(seqs []*Session, tokens [][]int, all bool) (*ops.Tensor
 		outRows = nil // every row: no gather needed
 	}
 	pl := r.planFor(N, len(outRows))
-	for i, n := range r.p.Nodes {
-		in := f.in[i][:0]
-		for _, src := range n.In {
-			switch src {
-			case srcTokens:
-				in = append(in, &f.ids)
-			case srcPositions:
-				in = append(in, &f.pos)
-			default:
-				in = append(in, &f.out[src])
-			}
+	for i := 0; i < len(r.p.Nodes); {
+		k := pl.group[i]
+		for j := i; j < i+k; j++ {
+			r.bind(j, pl, outRows)
 		}
-		f.in[i] = in
-		// Each row's state slot is its own session's.
-		for j, s := range f.seq {
-			f.rows[j].State = &s.state[i]
+		if err := r.run(i, k); err != nil {
+			return nil, fmt.Errorf("%s: %v", r.p.Nodes[i].Where, err)
 		}
-		nrows := N
-		c := &f.ctx[i]
-		*c = ops.Ctx{In: in, W: n.W, A: n.A, Rows: f.rows, Pool: r.pool}
-		if pl.trimmed[i] {
-			c.OutRows, nrows = outRows, len(outRows)
-		}
-		f.out[i] = ops.Tensor{Rows: nrows, Cols: n.Cols, Data: r.bufs[pl.buf[i]][:nrows*n.Cols]}
-		c.Out = &f.out[i]
-		if n.Op.Sparse && (r.Predictor != nil || r.Observe != nil) {
-			c.Predict = r.predictFor(i)
-			if len(n.Layers) == 1 && n.FirstLayer < len(r.Stats.Skipped) {
-				c.Skipped = &r.Stats.Skipped[n.FirstLayer]
-			}
-		} else if n.Op.Sparse {
-			r.countDense(n, in[0].Rows)
-		}
-		if err := n.Op.Run(c); err != nil {
-			return nil, fmt.Errorf("%s: %v", n.Where, err)
-		}
+		i += k
 	}
 	for k, s := range seqs {
 		s.pos += len(tokens[k])
@@ -281,6 +255,57 @@ func (r *Runner) Forward(seqs []*Session, tokens [][]int, all bool) (*ops.Tensor
 	return out, nil
 }
 
+// bind sets up node i's inputs, output and Ctx for this Forward.
+func (r *Runner) bind(i int, pl *plan, outRows []int) {
+	f, n, N := &r.frame, r.p.Nodes[i], len(r.frame.rows)
+	in := f.in[i][:0]
+	for _, src := range n.In {
+		switch src {
+		case srcTokens:
+			in = append(in, &f.ids)
+		case srcPositions:
+			in = append(in, &f.pos)
+		default:
+			in = append(in, &f.out[src])
+		}
+	}
+	f.in[i] = in
+	// Each row's state slot is its own session's.
+	for j, s := range f.seq {
+		f.rows[j].State = &s.state[i]
+	}
+	nrows := N
+	c := &f.ctx[i]
+	*c = ops.Ctx{In: in, W: n.W, A: n.A, Rows: f.rows, Pool: r.pool}
+	if pl.trimmed[i] {
+		c.OutRows, nrows = outRows, len(outRows)
+	}
+	f.out[i] = ops.Tensor{Rows: nrows, Cols: n.Cols, Data: r.bufs[pl.buf[i]][:nrows*n.Cols]}
+	c.Out = &f.out[i]
+	if n.Op.Sparse && (r.Predictor != nil || r.Observe != nil) {
+		c.Predict = r.predictFor(i)
+		if len(n.Layers) == 1 && n.FirstLayer < len(r.Stats.Skipped) {
+			c.Skipped = &r.Stats.Skipped[n.FirstLayer]
+		}
+	} else if n.Op.Sparse {
+		r.countDense(n, in[0].Rows)
+	}
+}
+
+// run runs nodes i..i+k-1, bound: one node by its op's Run, a group (k > 1)
+// by its RunGroup.
+func (r *Runner) run(i, k int) error {
+	f, op := &r.frame, r.p.Nodes[i].Op
+	if k == 1 {
+		return op.Run(&f.ctx[i])
+	}
+	f.group = f.group[:0]
+	for j := i; j < i+k; j++ {
+		f.group = append(f.group, &f.ctx[j])
+	}
+	return op.RunGroup(f.group)
+}
+
 // frame is one Forward's bookkeeping, kept between calls so that a decode
 // step allocates nothing once the shapes have been seen.
 type frame struct {
@@ -291,6 +316,7 @@ type frame struct {
 	out      []ops.Tensor    // per node
 	in       [][]*ops.Tensor // per node
 	ctx      []ops.Ctx       // per node
+	group    []*ops.Ctx      // the nodes of a RunGroup call
 }
 
 func (f *frame) reset(nodes int) {
@@ -307,6 +333,7 @@ func (f *frame) reset(nodes int) {
 type plan struct {
 	trimmed []bool // the node computes only the wanted output rows
 	buf     []int  // buffer index of each node
+	group   []int  // nodes run as one call from here on (0 inside a group)
 }
 
 func (r *Runner) planFor(rows, outRows int) *plan {
@@ -315,7 +342,7 @@ func (r *Runner) planFor(rows, outRows int) *plan {
 		return pl
 	}
 	nodes := r.p.Nodes
-	pl := &plan{trimmed: make([]bool, len(nodes)), buf: make([]int, len(nodes))}
+	pl := &plan{trimmed: make([]bool, len(nodes)), buf: make([]int, len(nodes)), group: make([]int, len(nodes))}
 	lastUse := make([]int, len(nodes))
 	for i, n := range nodes {
 		lastUse[i] = i
@@ -324,14 +351,29 @@ func (r *Runner) planFor(rows, outRows int) *plan {
 				lastUse[src] = i
 			}
 		}
+		pl.trimmed[i] = i == r.p.Output && outRows > 0 && n.Op.LastRows
 	}
 	lastUse[r.p.Output] = len(nodes)
+	// Nodes of one op that can run as a group (Op.RunGroup), one after
+	// another with the same inputs, run as one call: a layer's q, k and v
+	// mat-vecs become one pass of the pool over their rows.
+	end := make([]int, len(nodes)) // the last node of i's group
+	for i := 0; i < len(nodes); {
+		k := 1
+		for i+k < len(nodes) && groupable(nodes[i+k-1], nodes[i+k]) && !pl.trimmed[i+k-1] && !pl.trimmed[i+k] {
+			k++
+		}
+		pl.group[i] = k
+		for j := i; j < i+k; j++ {
+			end[j] = i + k - 1
+		}
+		i += k
+	}
 	var size []int
 	var free []int
 	for i, n := range nodes {
 		need := rows * n.Cols
-		if i == r.p.Output && outRows > 0 && n.Op.LastRows {
-			pl.trimmed[i] = true
+		if pl.trimmed[i] {
 			need = outRows * n.Cols
 		}
 		if best := pickBuffer(free, size, need); best < 0 {
@@ -350,8 +392,14 @@ func (r *Runner) planFor(rows, outRows int) *plan {
 				free = append(free, pl.buf[src])
 			}
 		}
-		if lastUse[i] == i { // nobody reads it
-			free = append(free, pl.buf[i])
+		// Outputs nobody reads are free once their group has run: its
+		// nodes write at the same time.
+		if end[i] == i {
+			for j := i; j >= 0 && end[j] == i; j-- {
+				if lastUse[j] == j {
+					free = append(free, pl.buf[j])
+				}
+			}
 		}
 	}
 	for b, sz := range size {
@@ -381,6 +429,11 @@ func pickBuffer(free, size []int, need int) int {
 		}
 	}
 	return best
+}
+
+// groupable reports whether b can run in one call with a, the node before it.
+func groupable(a, b *Node) bool {
+	return a.Op == b.Op && a.Op.RunGroup != nil && slices.Equal(a.In, b.In)
 }
 
 func uniq(in []int) []int {

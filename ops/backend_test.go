@@ -116,6 +116,41 @@ func TestBackendMatMul(t *testing.T) {
 	}
 }
 
+// A group of matrices over one x: each output as the portable MatMul gives
+// it, whether the group runs as one pool call (one type and width: rows of
+// several matrices share a piece) or falls back to one call per matrix.
+func TestBackendMatMulGroup(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	pool := NewPool(3)
+	defer pool.Close()
+	for _, types := range [][]DType{{Q4_0, Q4_0, Q4_0}, {F32, F32}, {F16, F16, F16}, {Q8_0, Q8_0}, {Q4_0, F16, Q4_0}} {
+		for _, shape := range [][3]int{{5, 64, 1}, {37, 256, 1}, {130, 4096, 1}, {9, 160, 5}, {33, 512, 9}} {
+			rows, cols, T := shape[0], shape[1], shape[2]
+			ms := make([]*Matrix, len(types))
+			want, got := make([][]float32, len(types)), make([][]float32, len(types))
+			for k, typ := range types {
+				ms[k] = randomMatrix(rng, typ, rows+k*k, cols) // unequal rows: pieces cross matrices
+				want[k], got[k] = make([]float32, T*ms[k].Rows), make([]float32, T*ms[k].Rows)
+			}
+			x := randomVec(rng, T*cols)
+			for k, m := range ms {
+				MatMul(pool, want[k], m, x, T)
+			}
+			for _, lv := range fastLevels(t) {
+				withFast(lv, func() { MatMulGroup(pool, got, ms, x, T) })
+				for k, m := range ms {
+					for tt := 0; tt < T; tt++ {
+						for r := 0; r < m.Rows; r++ {
+							tol := tolerance(m.Type, absTerms(m, r, x[tt*cols:(tt+1)*cols]))
+							require.InDelta(t, want[k][tt*m.Rows+r], got[k][tt*m.Rows+r], tol, "%s %v %dx%d T=%d matrix %d t=%d r=%d", lv, types, m.Rows, cols, T, k, tt, r)
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
 func TestBackendFFNRow(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	pool := NewPool(2)

@@ -59,13 +59,10 @@ func init() {
 					x = gatherRows(c.In[0], c.OutRows)
 				}
 				MatMul(c.Pool, c.Out.Data, c.W[0].M, x, c.Out.Rows)
-				if b := c.W[1]; b != nil {
-					for t := 0; t < c.Out.Rows; t++ {
-						Axpy(c.Out.Row(t), 1, b.Vec)
-					}
-				}
+				addBias(c)
 				return nil
-			}})
+			},
+			RunGroup: matmulGroup})
 	}
 
 	Register(&Op{Name: "rms_norm", Doc: "x / rms(x) · weight", Inputs: 1,
@@ -466,4 +463,28 @@ func cacheRow(buf, f32 []float32, f16 []uint16, at int) []float32 {
 		buf[i] = F16ToF32(f16[at+i])
 	}
 	return buf
+}
+
+// matmulGroup runs matmul nodes that read the same input as one MatMulGroup.
+func matmulGroup(cs []*Ctx) error {
+	var mb [8]*Matrix
+	var ob [8][]float32
+	ms, outs := mb[:0], ob[:0]
+	for _, c := range cs {
+		ms, outs = append(ms, c.W[0].M), append(outs, c.Out.Data)
+	}
+	c0 := cs[0]
+	MatMulGroup(c0.Pool, outs, ms, c0.In[0].Data, c0.Out.Rows)
+	for _, c := range cs {
+		addBias(c)
+	}
+	return nil
+}
+
+func addBias(c *Ctx) {
+	if b := c.W[1]; b != nil {
+		for t := 0; t < c.Out.Rows; t++ {
+			Axpy(c.Out.Row(t), 1, b.Vec)
+		}
+	}
 }

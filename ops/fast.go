@@ -96,25 +96,32 @@ func axpyRows(t DType, y []float32, w []byte, cols int, rows []int32, coef []flo
 	}
 }
 
-// matMulFast splits the rows over the pool. Each worker hands its whole
-// range to the kernels: q4_0 shares each weight load among several tokens
-// in registers (sixteen rows by eight tokens, or four by four); for the
-// other types, with several tokens, it walks its rows
-// in tiles small enough to stay in cache while every token uses them, so
-// the weights stream from memory once.
-func matMulFast(p *Pool, out []float32, m *Matrix, x []float32, T int) {
-	rows, cols, rb := m.Rows, m.Cols, m.rowBytes()
-	a := quantizeX(m.Type, x, cols, T)
+// matMulFast splits the rows of ms, one matrix after another, over the
+// pool in one call; the matrices share x, its type and its width. Each worker
+// hands its whole range to the kernels: q4_0 shares each weight load among
+// several tokens in registers (sixteen rows by eight tokens, or four by
+// four); for the other types, with several tokens, it walks its rows in
+// tiles small enough to stay in cache while every token uses them, so the
+// weights stream from memory once.
+func matMulFast(p *Pool, outs [][]float32, ms []*Matrix, x []float32, T int) {
+	m := ms[0]
+	a := quantizeX(m.Type, x, m.Cols, T)
 	defer releaseX(a)
-	ids := avx2.Iota(rows)
-	tile := rows
+	tile := 0 // the whole piece
 	if T > 1 && m.Type != Q4_0 {
-		tile = max(1, (64<<10)/rb)
+		tile = max(1, (64<<10)/m.rowBytes())
 	}
 	j := matJobs.Get().(*matJob)
-	*j = matJob{m: m, out: out, x: x, T: T, a: a, ids: ids, tile: tile}
+	j.parts = j.parts[:0]
+	rows := 0
+	for k, m := range ms {
+		j.parts = append(j.parts, matPart{m: m, out: outs[k], first: rows})
+		rows += m.Rows
+	}
+	j.x, j.T, j.a, j.tile = x, T, a, tile
 	p.Share(rows, pieces(p.Threads(), T), j)
-	*j = matJob{}
+	clear(j.parts)
+	*j = matJob{parts: j.parts[:0]}
 	matJobs.Put(j)
 }
 
@@ -132,23 +139,36 @@ func pieces(threads, T int) int {
 	return 4 * threads
 }
 
-// matJob carries a matMulFast call to the workers; pooled, so that a call
-// allocates nothing.
+// matJob carries a matMulFast call to the workers; pooled, with its parts,
+// so that a call allocates nothing.
 type matJob struct {
-	m       *Matrix
-	out, x  []float32
+	parts   []matPart
+	x       []float32
 	T, tile int
 	a       *avx2.Acts
-	ids     []int32
+}
+
+// matPart is one matrix of a call: its rows are the call's rows first on.
+type matPart struct {
+	m     *Matrix
+	out   []float32
+	first int
 }
 
 var matJobs = sync.Pool{New: func() any { return new(matJob) }}
 
 func (j *matJob) Run(lo, hi int) {
-	m := j.m
-	for r0 := lo; r0 < hi; r0 += j.tile {
-		r1 := min(hi, r0+j.tile)
-		gatherT(m.Type, j.out[r0:], m.Rows, m.Data, m.Cols, j.ids[r0:r1], j.x, j.T, j.a)
+	for _, pt := range j.parts {
+		m := pt.m
+		r0, r1 := max(lo-pt.first, 0), min(hi-pt.first, m.Rows)
+		for r0 < r1 {
+			e := r1
+			if j.tile > 0 {
+				e = min(r1, r0+j.tile)
+			}
+			gatherT(m.Type, pt.out[r0:], m.Rows, m.Data, m.Cols, avx2.Iota(e)[r0:], j.x, j.T, j.a)
+			r0 = e
+		}
 	}
 }
 

@@ -79,6 +79,28 @@ func (m *Matrix) RowF32(i int, dst []float32) {
 	dequantizeRow(m.Type, dst[:m.Cols], m.Row(i))
 }
 
+// MatMulGroup is MatMul of each ms[k] into outs[k], all over the same x.
+// Matrices of one type and width go to the pool as one call: a layer's q, k
+// and v read as one longer run instead of three (a call's start and end
+// leave a thread idle, which the host's fast state cannot spare).
+func MatMulGroup(p *Pool, outs [][]float32, ms []*Matrix, x []float32, T int) {
+	one := Device == nil && fastType(ms[0].Type)
+	for k, m := range ms {
+		one = one && m.Type == ms[0].Type && m.Cols == ms[0].Cols
+		if T < 1 || len(outs[k]) < T*m.Rows || len(x) < T*m.Cols {
+			panic(fmt.Sprintf("ops.MatMulGroup: T=%d over %dx%d needs out>=%d, x>=%d; got %d, %d",
+				T, m.Rows, m.Cols, T*m.Rows, T*m.Cols, len(outs[k]), len(x)))
+		}
+	}
+	if !one {
+		for k, m := range ms {
+			MatMul(p, outs[k], m, x, T)
+		}
+		return
+	}
+	matMulFast(p, outs, ms, x, T)
+}
+
 // MatMul sets out[t*Rows+r] = row r · x[t*Cols:(t+1)*Cols] for t in [0,T),
 // splitting rows over p. With T > 1 each row is decoded once and reused from
 // cache for every activation row, so weights stream from memory only once.
@@ -92,7 +114,7 @@ func MatMul(p *Pool, out []float32, m *Matrix, x []float32, T int) {
 		return
 	}
 	if fastType(m.Type) {
-		matMulFast(p, out, m, x, T)
+		matMulFast(p, [][]float32{out}, []*Matrix{m}, x, T)
 		return
 	}
 	if T == 1 {

@@ -112,6 +112,11 @@ type Op struct {
 	// Shape returns the width of the output rows, or why the inputs do not fit.
 	Shape func(s *ShapeArgs) (int, error)
 	Run   func(c *Ctx) error
+	// RunGroup, where set, runs several nodes of the op as one call: the
+	// executor groups nodes that follow each other and read the same
+	// inputs, none of them trimmed (OutRows). Their Ctxs share Rows, so a
+	// grouped op keeps no Row.State.
+	RunGroup func(cs []*Ctx) error
 	// LastRows ops may be asked to compute only some rows (Ctx.OutRows): the
 	// output projection needs only each sequence's last row in decode.
 	LastRows bool
