@@ -389,3 +389,46 @@ func TestDecodeSkipCounts(t *testing.T) {
 		}
 	}
 }
+
+// activate, the FFN's loop over a piece's neurons, gives what
+// FFNActivation defines for every activation, with and without an up
+// projection and a gate bias, gates at the cut included.
+func TestActivateMatchesDefinition(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	const n = 203
+	for _, act := range []string{"relu", "fatrelu", "drelu", "silu", "gelu"} {
+		for _, up := range []bool{false, true} {
+			for _, bias := range []bool{false, true} {
+				f := &FFN{Act: act, Threshold: 0.25}
+				if up {
+					f.Up = &Matrix{}
+				}
+				ids := make([]int32, n)
+				g, u := randomVec(rng, n), randomVec(rng, n)
+				for i := range ids {
+					ids[i] = int32(2 * i)
+				}
+				g[0], g[1], u[2] = 0, 0.25, 0 // at relu's and fatrelu's cut; drelu's up at 0
+				if bias {
+					f.GateBias = randomVec(rng, 2*n)
+				}
+				got := append([]float32(nil), g...)
+				var uu []float32
+				if up {
+					uu = u
+				}
+				activate(f, got, uu, ids)
+				for i, id := range ids {
+					gi, ui := g[i], float32(1)
+					if bias {
+						gi += f.GateBias[id]
+					}
+					if up {
+						ui = u[i]
+					}
+					require.Equal(t, FFNActivation(act, f.Threshold, gi, ui), got[i], "%s up=%v bias=%v neuron %d", act, up, bias, i)
+				}
+			}
+		}
+	}
+}
