@@ -2,6 +2,7 @@ package ops
 
 import (
 	"fmt"
+	"github.com/pinfer/pinfer/internal/hugepage"
 	"math"
 	"sync"
 
@@ -226,12 +227,12 @@ type kvCache struct {
 }
 
 // newKVCache makes row r's cache: r.NCtx positions of kw keys and vw
-// values, of r.KV.
+// values, of r.KV, in 2 MB pages taken now (hugepage.Slice).
 func newKVCache(r Row, kw, vw int) *kvCache {
 	if r.KV == F16 {
-		return &kvCache{k16: make([]uint16, r.NCtx*kw), v16: make([]uint16, r.NCtx*vw), nctx: r.NCtx}
+		return &kvCache{k16: hugepage.Slice[uint16](r.NCtx * kw), v16: hugepage.Slice[uint16](r.NCtx * vw), nctx: r.NCtx}
 	}
-	return &kvCache{k: make([]float32, r.NCtx*kw), v: make([]float32, r.NCtx*vw), nctx: r.NCtx}
+	return &kvCache{k: hugepage.Slice[float32](r.NCtx * kw), v: hugepage.Slice[float32](r.NCtx * vw), nctx: r.NCtx}
 }
 
 // store puts position p's keys and values, nkv heads of each, in place.

@@ -37,3 +37,23 @@ func TestAlloc(t *testing.T) {
 		free()
 	}
 }
+
+// Slice gives n zeroed values on a 2 MB boundary, with no room to grow
+// into the rounding, for lengths under, at and over a huge page.
+func TestSlice(t *testing.T) {
+	for _, n := range []int{1, 1000, Size / 4, Size/4 + 1, 3*Size/4 + 77} {
+		b := Slice[float32](n)
+		if len(b) != n || cap(b) != n {
+			t.Fatalf("n=%d: len %d cap %d", n, len(b), cap(b))
+		}
+		if runtime.GOOS == "linux" && uintptr(unsafe.Pointer(&b[0]))%Size != 0 {
+			t.Fatalf("n=%d: start %p is not on a 2 MB boundary", n, &b[0])
+		}
+		for i, v := range b {
+			if v != 0 {
+				t.Fatalf("n=%d: value %d is %g, want 0", n, i, v)
+			}
+		}
+		b[n-1] = 1
+	}
+}
