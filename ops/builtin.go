@@ -5,6 +5,7 @@ import (
 	"github.com/pinfer/pinfer/internal/hugepage"
 	"math"
 	"sync"
+	"unsafe"
 
 	"github.com/pinfer/pinfer/ops/avx2"
 )
@@ -227,12 +228,26 @@ type kvCache struct {
 }
 
 // newKVCache makes row r's cache: r.NCtx positions of kw keys and vw
-// values, of r.KV, in 2 MB pages taken now (hugepage.Slice).
+// values, of r.KV. A cache of up to kvHugeMax bytes a side is made in 2 MB
+// pages, faulted in now (hugepage.Slice); a longer one keeps 4 KB pages,
+// taken as the context fills: faulting in a 7B's 4.3 GB for 4096 positions
+// at once held up a run's start by 1.4-10 s.
 func newKVCache(r Row, kw, vw int) *kvCache {
 	if r.KV == F16 {
-		return &kvCache{k16: hugepage.Slice[uint16](r.NCtx * kw), v16: hugepage.Slice[uint16](r.NCtx * vw), nctx: r.NCtx}
+		return &kvCache{k16: kvSlice[uint16](r.NCtx * kw), v16: kvSlice[uint16](r.NCtx * vw), nctx: r.NCtx}
 	}
-	return &kvCache{k: hugepage.Slice[float32](r.NCtx * kw), v: hugepage.Slice[float32](r.NCtx * vw), nctx: r.NCtx}
+	return &kvCache{k: kvSlice[float32](r.NCtx * kw), v: kvSlice[float32](r.NCtx * vw), nctx: r.NCtx}
+}
+
+// kvHugeMax: a 7B's f32 cache of 512 positions (one side of one layer).
+const kvHugeMax = 8 << 20
+
+func kvSlice[T float32 | uint16](n int) []T {
+	var z T
+	if n*int(unsafe.Sizeof(z)) > kvHugeMax {
+		return make([]T, n)
+	}
+	return hugepage.Slice[T](n)
 }
 
 // store puts position p's keys and values, nkv heads of each, in place.
