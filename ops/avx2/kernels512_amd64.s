@@ -1100,11 +1100,16 @@ GLOBL i8rhi<>(SB), RODATA|NOPTR, $64
 	VMOVUPS      Z25, (128*i)(R10)                 \
 	VMOVUPS      Z26, (128*i+64)(R10)
 
-// PF8 prefetches the line at off+CX of each row eight ahead (addresses at
-// 0-56(SP)): five of them cover a row's sixteen blocks.
+// PF8 prefetches the three lines from off+CX of each row eight ahead
+// (addresses at 0-56(SP)): five of them cover a row's sixteen blocks about
+// three times over, as PF3 does for the mat-vec. With one line each (once
+// over), two threads read 2-9% slower (ops/avx2/NOTES.md), as if some
+// prefetches were dropped.
 #define PFL(slot, off) \
-	MOVQ       slot(SP), SI \
-	PREFETCHT1 off(SI)(CX*1)
+	MOVQ       slot(SP), SI           \
+	PREFETCHT1 off(SI)(CX*1)          \
+	PREFETCHT1 (off+64)(SI)(CX*1)     \
+	PREFETCHT1 (off+128)(SI)(CX*1)
 
 #define PF8(off) \
 	PFL(0, off)  \
