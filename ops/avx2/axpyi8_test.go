@@ -7,16 +7,36 @@ import (
 	"testing"
 )
 
-// The AVX-512 q4_0 axpy quantizes, per eight rows and block, the products
-// coef·d to int8 with one scale (axpyQ4i8). These tests hold it to the
-// float64 reference within the error that rounding allows, and to a Go
-// model of the scheme within float32 rounding.
+// The AVX-512 q4_0 axpy quantizes, per sixteen rows (where a row's blocks
+// come in sixteens) or eight and block, the products coef·d to int8 with one
+// scale (axpyQ4i16, axpyQ4i8). These tests hold it to the float64 reference
+// within the error that rounding allows, and to a Go model of the scheme
+// within float32 rounding.
 
-// i8Group returns, for rows k..k+7 of ids and block b, the float32 products
-// c = coef·d and the scale s and int8 coefficients q the scheme derives.
-func i8Group(w []byte, rb int, ids []int32, coef []float32, k, b int) (s float32, q [8]int32, c [8]float32) {
+// i8Groups returns the sizes of the int8 groups AxpyQ4_0 makes of n rows
+// of nblk blocks: sixteens (with int16Rows), then eights; the rows after
+// them are summed one by one in float32.
+func i8Groups(n, nblk int) []int {
+	var g []int
+	k := 0
+	if int16Rows && nblk%16 == 0 {
+		for ; k+16 <= n; k += 16 {
+			g = append(g, 16)
+		}
+	}
+	for ; k+8 <= n; k += 8 {
+		g = append(g, 8)
+	}
+	return g
+}
+
+// i8Group returns, for rows k..k+g-1 of ids and block b, the float32
+// products c = coef·d and the scale s and int8 coefficients q the scheme
+// derives.
+func i8Group(w []byte, rb int, ids []int32, coef []float32, k, g, b int) (s float32, q []int32, c []float32) {
 	var m float32
-	for r := range 8 {
+	c, q = make([]float32, g), make([]int32, g)
+	for r := range g {
 		d := float32(refHalf(le16(w[int(ids[k+r])*rb+18*b:])))
 		c[r] = coef[k+r] * d
 		m = max(m, float32(math.Abs(float64(c[r]))))
@@ -24,7 +44,7 @@ func i8Group(w []byte, rb int, ids []int32, coef []float32, k, b int) (s float32
 	m = max(m, 1e-30)
 	inv := float32(127) / m
 	s = m * float32(1.0/127)
-	for r := range 8 {
+	for r := range g {
 		q[r] = int32(math.RoundToEven(float64(c[r] * inv)))
 	}
 	return s, q, c
@@ -43,36 +63,38 @@ func nibble(blk []byte, j int) int32 {
 func i8Allowance(w []byte, cols int, ids []int32, coef []float32) []float64 {
 	rb := cols / 32 * 18
 	out := make([]float64, cols)
-	for k := 0; k+8 <= len(ids); k += 8 {
+	k := 0
+	for _, g := range i8Groups(len(ids), cols/32) {
 		for b := range cols / 32 {
-			s, _, _ := i8Group(w, rb, ids, coef, k, b)
-			for r := range 8 {
+			s, _, _ := i8Group(w, rb, ids, coef, k, g, b)
+			for r := range g {
 				blk := w[int(ids[k+r])*rb+18*b:]
 				for j := range 32 {
 					out[32*b+j] += (0.5*float64(s) + 1e-6*math.Abs(float64(s))) * math.Abs(float64(nibble(blk, j)-8))
 				}
 			}
 		}
+		k += g
 	}
 	return out
 }
 
 // modelAxpyQ4i8 computes what AxpyQ4_0 computes on the AVX-512 path, in
-// plain Go: integer sums per eight rows, the rows left over one by one in
-// float32.
+// plain Go: integer sums per group of rows, the rows left over one by one
+// in float32.
 func modelAxpyQ4i8(y []float32, w []byte, cols int, ids []int32, coef []float32) (mag []float64) {
 	rb := cols / 32 * 18
 	mag = make([]float64, cols)
 	for j := range y {
 		mag[j] = math.Abs(float64(y[j]))
 	}
-	n8 := len(ids) &^ 7
-	for k := 0; k < n8; k += 8 {
+	k := 0
+	for _, g := range i8Groups(len(ids), cols/32) {
 		for b := range cols / 32 {
-			s, q, _ := i8Group(w, rb, ids, coef, k, b)
+			s, q, _ := i8Group(w, rb, ids, coef, k, g, b)
 			for j := range 32 {
 				var acc int32
-				for r := range 8 {
+				for r := range g {
 					acc += q[r] * (nibble(w[int(ids[k+r])*rb+18*b:], j) - 8)
 				}
 				p := float64(acc) * float64(s)
@@ -80,8 +102,9 @@ func modelAxpyQ4i8(y []float32, w []byte, cols int, ids []int32, coef []float32)
 				mag[32*b+j] += math.Abs(p)
 			}
 		}
+		k += g
 	}
-	for k := n8; k < len(ids); k++ {
+	for ; k < len(ids); k++ {
 		for b := range cols / 32 {
 			blk := w[int(ids[k])*rb+18*b:]
 			s := coef[k] * float32(refHalf(le16(blk)))
@@ -103,7 +126,7 @@ func TestAxpyQ4i8Model(t *testing.T) {
 	const nrows = 61
 	// 544, 1024 and 1600 columns (17, 32 and 50 blocks): the records of a
 	// first sixteen, of whole sixteens made between blocks, of a last
-	// partial sixteen.
+	// partial sixteen. 1024 and 4096 take the sixteen-row kernel too.
 	for _, cols := range []int{32, 64, 544, 1024, 1600, 4096, 4128} {
 		w := randMatrix(r, kQ4, nrows, cols, 1)
 		for _, n := range []int{8, 16, 21, 40, 61} {
@@ -120,21 +143,27 @@ func TestAxpyQ4i8Model(t *testing.T) {
 			if n >= 16 {
 				coef[9] = 300
 			}
-			t.Run(fmt.Sprintf("cols%d/n%d", cols, n), func(t *testing.T) {
-				y0 := randVec(r, cols)
-				want := append([]float32(nil), y0...)
-				mag := modelAxpyQ4i8(want, w, cols, ids, coef)
-				got := append([]float32(nil), y0...)
-				onPath("avx512", func() { AxpyQ4_0(got, w, cols, ids, coef) })
-				for j := range got {
-					// The model adds in float64 and rounds once per group;
-					// the kernel rounds in the same places up to a few ulps.
-					tol := 4e-7*mag[j] + 1e-30
-					if !(math.Abs(float64(got[j])-float64(want[j])) <= tol) {
-						t.Fatalf("y[%d]: got %g, want %g (tol %g)", j, got[j], want[j], tol)
+			// Eight-row groups, and the sixteen-row kernel (int16Rows).
+			for _, sixteen := range []bool{false, true} {
+				t.Run(fmt.Sprintf("cols%d/n%d/sixteen=%v", cols, n, sixteen), func(t *testing.T) {
+					int16Rows = sixteen
+					defer func() { int16Rows = false }()
+					y0 := randVec(r, cols)
+					want := append([]float32(nil), y0...)
+					mag := modelAxpyQ4i8(want, w, cols, ids, coef)
+					got := append([]float32(nil), y0...)
+					onPath("avx512", func() { AxpyQ4_0(got, w, cols, ids, coef) })
+					for j := range got {
+						// The model adds in float64 and rounds once per
+						// group; the kernel rounds in the same places up to
+						// a few ulps.
+						tol := 4e-7*mag[j] + 1e-30
+						if !(math.Abs(float64(got[j])-float64(want[j])) <= tol) {
+							t.Fatalf("y[%d]: got %g, want %g (tol %g)", j, got[j], want[j], tol)
+						}
 					}
-				}
-			})
+				})
+			}
 		}
 	}
 }

@@ -475,8 +475,9 @@ func BenchmarkLatency(b *testing.B) {
 }
 
 // BenchmarkAxpyQ4Int8 sets the AVX-512 q4_0 axpy with int8 coefficients
-// (axpyQ4i8) beside the f32 one it replaced (axpyQ4v), one after the other,
-// on L2-resident rows (hot) and on 10% and 100% of rows from memory.
+// per sixteen rows (axpyQ4i16) beside the one per eight (axpyQ4i8) and the
+// f32 one (axpyQ4v) they replaced, one after the other, on L2-resident rows
+// (hot) and on 10% and 100% of rows from memory.
 func BenchmarkAxpyQ4Int8(b *testing.B) {
 	if !has512Init {
 		b.Skip("needs AVX-512")
@@ -491,10 +492,10 @@ func BenchmarkAxpyQ4Int8(b *testing.B) {
 		if pct > 0 {
 			name, sets = fmt.Sprintf("%dpct", pct), benchRowSet(pct)
 		}
-		for _, i8 := range []bool{true, false} {
-			b.Run(fmt.Sprintf("%s/%s", name, map[bool]string{true: "int8", false: "f32"}[i8]), func(b *testing.B) {
-				int8Axpy = i8
-				defer func() { int8Axpy = true }()
+		for _, kind := range []string{"int16", "int8", "f32"} {
+			b.Run(name+"/"+kind, func(b *testing.B) {
+				int8Axpy, int16Rows = kind != "f32", kind == "int16"
+				defer func() { int8Axpy, int16Rows = true, false }()
 				n := 64
 				if pct > 0 {
 					n = len(sets[0])

@@ -59,6 +59,9 @@ func f32ToF16(dst *uint16, src *float32, n int)
 func gatherQ8f2(out *float32, w *byte, stride int, rows *int32, n int, x *float32, nblk int)
 
 //go:noescape
+func axpyQ4i16(y *float32, w *byte, stride int, rows *int32, n int, coef *float32, nblk int, rec *byte)
+
+//go:noescape
 func axpyQ4i8(y *float32, w *byte, stride int, rows *int32, n int, coef *float32, nblk int, rec *byte)
 
 // Hand-written in shortrows_amd64.s (one template, shortrows_amd64.h, for

@@ -1111,15 +1111,18 @@ GLOBL i8rhi<>(SB), RODATA|NOPTR, $64
 	PREFETCHT1 (off+64)(SI)(CX*1)     \
 	PREFETCHT1 (off+128)(SI)(CX*1)
 
-#define PF8(off) \
-	PFL(0, off)  \
-	PFL(8, off)  \
-	PFL(16, off) \
-	PFL(24, off) \
-	PFL(32, off) \
-	PFL(40, off) \
-	PFL(48, off) \
-	PFL(56, off)
+// PF8S is PF8 for the eight addresses at s..s+56(SP).
+#define PF8S(s, off) \
+	PFL(s, off)      \
+	PFL((s+8), off)  \
+	PFL((s+16), off) \
+	PFL((s+24), off) \
+	PFL((s+32), off) \
+	PFL((s+40), off) \
+	PFL((s+48), off) \
+	PFL((s+56), off)
+
+#define PF8(off) PF8S(0, off)
 
 // The records of sixteen blocks at off+CX, in steps that the second pass
 // can take between its blocks. I8D sets zd to row p's coef (at r*4(R8))
@@ -1133,27 +1136,35 @@ GLOBL i8rhi<>(SB), RODATA|NOPTR, $64
 	VCVTPH2PS   Y8, zd                       \
 	VMULPS.BCST (r*4)(R8), zd, zd
 
+// I8MAX sets zm to max |Z0..Z7| (zt scratch).
+#define I8MAX(zm, zt) \
+	VPANDD.BCST absmask<>(SB), Z0, zm \
+	VPANDD.BCST absmask<>(SB), Z1, zt \
+	VMAXPS      zt, zm, zm            \
+	VPANDD.BCST absmask<>(SB), Z2, zt \
+	VMAXPS      zt, zm, zm            \
+	VPANDD.BCST absmask<>(SB), Z3, zt \
+	VMAXPS      zt, zm, zm            \
+	VPANDD.BCST absmask<>(SB), Z4, zt \
+	VMAXPS      zt, zm, zm            \
+	VPANDD.BCST absmask<>(SB), Z5, zt \
+	VMAXPS      zt, zm, zm            \
+	VPANDD.BCST absmask<>(SB), Z6, zt \
+	VMAXPS      zt, zm, zm            \
+	VPANDD.BCST absmask<>(SB), Z7, zt \
+	VMAXPS      zt, zm, zm
+
+// I8SCALEOF turns the largest |c·d| in Z12 into s (Z12) and 127/max (Z13).
+#define I8SCALEOF \
+	VMAXPS.BCST  tiny<>(SB), Z12, Z12 \
+	VBROADCASTSS f127<>(SB), Z13      \
+	VDIVPS       Z12, Z13, Z13        \
+	VMULPS.BCST  inv127<>(SB), Z12, Z12
+
 // I8SCALE: s (Z12) and 127/max|c·d| (Z13) per block.
 #define I8SCALE \
-	VPANDD.BCST  absmask<>(SB), Z0, Z12 \
-	VPANDD.BCST  absmask<>(SB), Z1, Z13 \
-	VMAXPS       Z13, Z12, Z12          \
-	VPANDD.BCST  absmask<>(SB), Z2, Z13 \
-	VMAXPS       Z13, Z12, Z12          \
-	VPANDD.BCST  absmask<>(SB), Z3, Z13 \
-	VMAXPS       Z13, Z12, Z12          \
-	VPANDD.BCST  absmask<>(SB), Z4, Z13 \
-	VMAXPS       Z13, Z12, Z12          \
-	VPANDD.BCST  absmask<>(SB), Z5, Z13 \
-	VMAXPS       Z13, Z12, Z12          \
-	VPANDD.BCST  absmask<>(SB), Z6, Z13 \
-	VMAXPS       Z13, Z12, Z12          \
-	VPANDD.BCST  absmask<>(SB), Z7, Z13 \
-	VMAXPS       Z13, Z12, Z12          \
-	VMAXPS.BCST  tiny<>(SB), Z12, Z12   \
-	VBROADCASTSS f127<>(SB), Z13        \
-	VDIVPS       Z12, Z13, Z13          \
-	VMULPS.BCST  inv127<>(SB), Z12, Z12
+	I8MAX(Z12, Z13) \
+	I8SCALEOF
 
 // I8QUANT rounds the eight rows' c·d to int32 q.
 #define I8QUANT \
@@ -1227,30 +1238,43 @@ GLOBL i8rhi<>(SB), RODATA|NOPTR, $64
 	VMOVDQU64 Z6, (roff+128)(BX) \
 	VMOVDQU64 Z1, (roff+192)(BX)
 
-// I8SIXTEEN is the second pass over the sixteen blocks at CX, with the
-// five prefetches of each row eight ahead spread over them.
-#define I8SIXTEEN \
-	I8BLK(0)  \
-	PF8(0)    \
-	I8BLK(1)  \
-	I8BLK(2)  \
-	I8BLK(3)  \
-	PF8(64)   \
-	I8BLK(4)  \
-	I8BLK(5)  \
-	I8BLK(6)  \
-	PF8(128)  \
-	I8BLK(7)  \
-	I8BLK(8)  \
-	I8BLK(9)  \
-	PF8(192)  \
-	I8BLK(10) \
-	I8BLK(11) \
-	I8BLK(12) \
-	PF8(256)  \
-	I8BLK(13) \
-	I8BLK(14) \
-	I8BLK(15)
+// SIXTEEN runs blk over the sixteen blocks at CX, with pf's five
+// prefetches of the rows ahead spread over them.
+#define SIXTEEN(blk, pf) \
+	blk(0)   \
+	pf(0)    \
+	blk(1)   \
+	blk(2)   \
+	blk(3)   \
+	pf(64)   \
+	blk(4)   \
+	blk(5)   \
+	blk(6)   \
+	pf(128)  \
+	blk(7)   \
+	blk(8)   \
+	blk(9)   \
+	pf(192)  \
+	blk(10)  \
+	blk(11)  \
+	blk(12)  \
+	pf(256)  \
+	blk(13)  \
+	blk(14)  \
+	blk(15)
+
+// I8CONSTS loads what the int8 axpys' records and sums share: the byte
+// interleave (Z30), the nibble mask (Z31), the scale and q pickers
+// (Z21-Z24) and K1.
+#define I8CONSTS \
+	VMOVDQU64    i8perm<>(SB), Z30 \
+	VPBROADCASTD nib4<>(SB), Z31   \
+	VMOVDQU64    i8dlo<>(SB), Z24  \
+	VMOVDQU64    i8dhi<>(SB), Z23  \
+	VMOVDQU64    i8qlo<>(SB), Z22  \
+	VMOVDQU64    i8qhi<>(SB), Z21  \
+	MOVL         $0xff00, SI       \
+	KMOVW        SI, K1
 
 // func axpyQ4i8(y *float32, w *byte, stride int, rows *int32, n int, coef *float32, nblk int, rec *byte)
 // Eight rows at a time, n a multiple of 8. Per block, the eight products
@@ -1265,18 +1289,11 @@ GLOBL i8rhi<>(SB), RODATA|NOPTR, $64
 // all at once, the records had held up the second pass and the memory
 // reads behind it: ops/avx2/NOTES.md.
 TEXT ·axpyQ4i8(SB), NOSPLIT, $80-64
-	VMOVDQU64    i8perm<>(SB), Z30
-	VPBROADCASTD nib4<>(SB), Z31
-	VMOVDQU64    i8dlo<>(SB), Z24
-	VMOVDQU64    i8dhi<>(SB), Z23
-	VMOVDQU64    i8qlo<>(SB), Z22
-	VMOVDQU64    i8qhi<>(SB), Z21
+	I8CONSTS
 	VMOVDQU64    i8sclo<>(SB), Z20
 	VMOVDQU64    i8schi<>(SB), Z19
 	VMOVDQU64    i8rlo<>(SB), Z18
 	VMOVDQU64    i8rhi<>(SB), Z17
-	MOVL         $0xff00, SI
-	KMOVW        SI, K1
 	XORQ         R12, R12
 
 i8loop:
@@ -1416,7 +1433,7 @@ i8pipe:
 i8last:
 	CMPQ R11, $16
 	JLT  i8one
-	I8SIXTEEN
+	SIXTEEN(I8BLK, PF8)
 	ADDQ $288, CX
 	ADDQ $256, BX
 	ADDQ $2048, R10
@@ -1438,5 +1455,215 @@ i8next:
 	JMP  i8loop
 
 i8done:
+	VZEROUPPER
+	RET
+
+// The sixteen-row int8 axpy (axpyQ4i16): one scale per sixteen rows and
+// block, so that y gains s·Σ once per sixteen rows and a record serves
+// sixteen. Per sixteen blocks: the records first (rows 0-7's c·d kept in
+// the scratch while rows 8-15's are made, the scale over all sixteen),
+// then the rows 0-7 (their int32 sums to the scratch), then rows 8-15 (from
+// those sums to y). Eight row addresses fit in registers; the sixteen are
+// at 136-256(SP), the rows sixteen to thirty-one ahead at 0-56 and 72-128.
+// The record area at BX: the q of block i (sixteen bytes, rows 0-7 then
+// 8-15) at I16Q(i), s at 256+4i, -8·Σq at 320+4i, int32 sums at 384, c·d
+// at 2432.
+#define I16Q(i) (128*((i)/8) + 64*((i)%2) + 16*(((i)%8)/2))
+
+#define PF8B(off) PF8S(72, off)
+
+// LOAD8(s) loads the eight row addresses at s..s+56(SP).
+#define LOAD8(s) \
+	MOVQ (s)(SP), AX     \
+	MOVQ (s+8)(SP), DX   \
+	MOVQ (s+16)(SP), R13 \
+	MOVQ (s+24)(SP), R14 \
+	MOVQ (s+32)(SP), R15 \
+	MOVQ (s+40)(SP), R9  \
+	MOVQ (s+48)(SP), DI  \
+	MOVQ (s+56)(SP), R12
+
+// I16PACK leaves the eight rows' q (int32 in Z0-Z7) as eight bytes per
+// block: blocks 0-7 in zlo, 8-15 in zhi.
+#define I16PACK(zlo, zhi) \
+	I8PACK1                  \
+	VMOVDQA64 Z0, zhi        \
+	VPERMT2B  Z4, Z22, Z0    \
+	VPERMT2B  Z4, Z21, zhi   \
+	VMOVDQA64 Z0, zlo
+
+// I16A: rows 0-7 (AX..R12) of block i: -8·Σq plus their products, to the
+// int32 sums at 384+128i(BX).
+#define I16A(i) \
+	VPBROADCASTD (320+4*i)(BX), Z25                   \
+	VMOVDQA64    Z25, Z26                             \
+	I8ROWS(i, AX, DX, R13, R14, (I16Q(i))(BX))        \
+	I8ROWS(i, R15, R9, DI, R12, (I16Q(i)+4)(BX))      \
+	VMOVDQU64    Z25, (384+128*i)(BX)                 \
+	VMOVDQU64    Z26, (448+128*i)(BX)
+
+// I16B: rows 8-15 of block i from those sums; y (R10) += s·Σ.
+#define I16B(i) \
+	VMOVDQU64    (384+128*i)(BX), Z25                 \
+	VMOVDQU64    (448+128*i)(BX), Z26                 \
+	I8ROWS(i, AX, DX, R13, R14, (I16Q(i)+8)(BX))      \
+	I8ROWS(i, R15, R9, DI, R12, (I16Q(i)+12)(BX))     \
+	VCVTDQ2PS    Z25, Z25                             \
+	VCVTDQ2PS    Z26, Z26                             \
+	VBROADCASTSS (256+4*i)(BX), Z27                   \
+	VFMADD213PS  (128*i)(R10), Z27, Z25               \
+	VFMADD213PS  (128*i+64)(R10), Z27, Z26            \
+	VMOVUPS      Z25, (128*i)(R10)                    \
+	VMOVUPS      Z26, (128*i+64)(R10)
+
+// I16D sets Z0-Z7 to the c·d of the eight rows in AX..R12, rows r0.. of
+// the sixteen (their coef at R8).
+#define I16D(r0) \
+	I8D(0, AX, (r0), Z0)    \
+	I8D(0, DX, (r0+1), Z1)  \
+	I8D(0, R13, (r0+2), Z2) \
+	I8D(0, R14, (r0+3), Z3) \
+	I8D(0, R15, (r0+4), Z4) \
+	I8D(0, R9, (r0+5), Z5)  \
+	I8D(0, DI, (r0+6), Z6)  \
+	I8D(0, R12, (r0+7), Z7)
+
+// func axpyQ4i16(y *float32, w *byte, stride int, rows *int32, n int, coef *float32, nblk int, rec *byte)
+// n a multiple of 16, nblk of 16; rec holds 2944 bytes.
+TEXT ·axpyQ4i16(SB), NOSPLIT, $264-64
+	I8CONSTS
+	MOVQ         $0, 64(SP)
+
+i16group:
+	MOVQ 64(SP), R12
+	MOVQ n+32(FP), R9
+	LEAQ 16(R12), BX
+	CMPQ BX, R9
+	JGT  i16done
+	MOVQ rows+24(FP), R8
+	MOVQ w+8(FP), SI
+	MOVQ stride+16(FP), BX
+	DECQ R9
+	ROWPTR(0, R12, AX)
+	MOVQ AX, 136(SP)
+	ROWPTR(1, R12, AX)
+	MOVQ AX, 144(SP)
+	ROWPTR(2, R12, AX)
+	MOVQ AX, 152(SP)
+	ROWPTR(3, R12, AX)
+	MOVQ AX, 160(SP)
+	ROWPTR(4, R12, AX)
+	MOVQ AX, 168(SP)
+	ROWPTR(5, R12, AX)
+	MOVQ AX, 176(SP)
+	ROWPTR(6, R12, AX)
+	MOVQ AX, 184(SP)
+	ROWPTR(7, R12, AX)
+	MOVQ AX, 192(SP)
+	ROWPTR(8, R12, AX)
+	MOVQ AX, 200(SP)
+	ROWPTR(9, R12, AX)
+	MOVQ AX, 208(SP)
+	ROWPTR(10, R12, AX)
+	MOVQ AX, 216(SP)
+	ROWPTR(11, R12, AX)
+	MOVQ AX, 224(SP)
+	ROWPTR(12, R12, AX)
+	MOVQ AX, 232(SP)
+	ROWPTR(13, R12, AX)
+	MOVQ AX, 240(SP)
+	ROWPTR(14, R12, AX)
+	MOVQ AX, 248(SP)
+	ROWPTR(15, R12, AX)
+	MOVQ AX, 256(SP)
+	PFPTR(16, 0)
+	PFPTR(17, 8)
+	PFPTR(18, 16)
+	PFPTR(19, 24)
+	PFPTR(20, 32)
+	PFPTR(21, 40)
+	PFPTR(22, 48)
+	PFPTR(23, 56)
+	PFPTR(24, 72)
+	PFPTR(25, 80)
+	PFPTR(26, 88)
+	PFPTR(27, 96)
+	PFPTR(28, 104)
+	PFPTR(29, 112)
+	PFPTR(30, 120)
+	PFPTR(31, 128)
+	MOVQ coef+40(FP), R8
+	LEAQ (R8)(R12*4), R8
+	MOVQ y+0(FP), R10
+	XORQ CX, CX
+	MOVQ nblk+48(FP), R11
+	SHRQ $4, R11
+
+i16chunk:
+	MOVQ rec+56(FP), BX
+	// Records: rows 0-7's c·d to the scratch and their largest |c·d|
+	// kept, then rows 8-15's, the scale over all sixteen.
+	LOAD8(136)
+	I16D(0)
+	I8MAX(Z16, Z15)
+	VMOVDQU64 Z0, 2432(BX)
+	VMOVDQU64 Z1, 2496(BX)
+	VMOVDQU64 Z2, 2560(BX)
+	VMOVDQU64 Z3, 2624(BX)
+	VMOVDQU64 Z4, 2688(BX)
+	VMOVDQU64 Z5, 2752(BX)
+	VMOVDQU64 Z6, 2816(BX)
+	VMOVDQU64 Z7, 2880(BX)
+	LOAD8(200)
+	I16D(8)
+	I8MAX(Z12, Z15)
+	VMAXPS       Z16, Z12, Z12
+	I8SCALEOF
+	I8QUANT
+	I8CORR
+	VMOVDQA64    Z14, Z19
+	I16PACK(Z17, Z18)
+	VMOVDQU64    2432(BX), Z0
+	VMOVDQU64    2496(BX), Z1
+	VMOVDQU64    2560(BX), Z2
+	VMOVDQU64    2624(BX), Z3
+	VMOVDQU64    2688(BX), Z4
+	VMOVDQU64    2752(BX), Z5
+	VMOVDQU64    2816(BX), Z6
+	VMOVDQU64    2880(BX), Z7
+	I8QUANT
+	I8CORR
+	VPADDD       Z19, Z14, Z14
+	I16PACK(Z0, Z1)
+	VPUNPCKLQDQ  Z17, Z0, Z2
+	VPUNPCKHQDQ  Z17, Z0, Z3
+	VPUNPCKLQDQ  Z18, Z1, Z5
+	VPUNPCKHQDQ  Z18, Z1, Z6
+	VMOVDQU64    Z2, (BX)
+	VMOVDQU64    Z3, 64(BX)
+	VMOVDQU64    Z5, 128(BX)
+	VMOVDQU64    Z6, 192(BX)
+	VMOVUPS      Z12, 256(BX)
+	VMOVDQU64    Z14, 320(BX)
+
+	// Rows 0-7, prefetching rows 16-23 ahead.
+	LOAD8(136)
+	SIXTEEN(I16A, PF8)
+
+	// Rows 8-15, prefetching rows 24-31 ahead.
+	LOAD8(200)
+	SIXTEEN(I16B, PF8B)
+
+	ADDQ $288, CX
+	ADDQ $2048, R10
+	DECQ R11
+	JNZ  i16chunk
+
+	MOVQ 64(SP), R12
+	ADDQ $16, R12
+	MOVQ R12, 64(SP)
+	JMP  i16group
+
+i16done:
 	VZEROUPPER
 	RET

@@ -39,6 +39,9 @@ func axpyQ4v(y *float32, w *byte, stride int, rows *int32, n int, coef *float32,
 func axpyQ4i8(y *float32, w *byte, stride int, rows *int32, n int, coef *float32, nblk int, rec *byte) {
 	noAsm()
 }
+func axpyQ4i16(y *float32, w *byte, stride int, rows *int32, n int, coef *float32, nblk int, rec *byte) {
+	noAsm()
+}
 func gatherQ8f(out *float32, w *byte, stride int, rows *int32, n int, x *float32, nblk int) { noAsm() }
 func repackQ4r16(pk *byte, w *byte, offs *int32, nblk int)                                  { noAsm() }
 func dotQ4r16(out *float32, ldo int, pk *byte, xs *uintptr, ngrp int, mask uint16, nt int) {
