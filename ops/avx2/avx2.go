@@ -357,14 +357,14 @@ func AxpyQ8_0(y []float32, w []byte, cols int, rows []int32, coef []float32) {
 
 // int8Axpy selects the int8 kernels for AVX-512's q4_0 axpy;
 // BenchmarkAxpyQ4Int8 clears it to measure the f32 kernel beside them.
-// int16Rows selects their sixteen-row form, off: it makes each sixteen
-// blocks' records all at once, which costs more than the sixteen rows save
-// (hot 21.5 against 24.2 GB/s; 34 with the records left out, so making them
-// between the blocks, as axpyQ4i8 does, is its next step: ops/avx2/NOTES.md).
+// int16Rows selects their sixteen-row form, off: with its records made
+// between the blocks it runs as fast as axpyQ4i8 (hot 22.2-24.1 against
+// 23.0-23.3 GB/s), though with the records left out (stale) it ran at 34:
+// the records' shuffles are what to cut next (ops/avx2/NOTES.md).
 var int8Axpy, int16Rows = true, false
 
-// i16Rec is the record area of axpyQ4i16.
-const i16Rec = 2944
+// i16Rec is the size of axpyQ4i16's record area for nblk blocks.
+func i16Rec(nblk int) int { return 2560 + 384*(nblk/16+1) }
 
 // AxpyQ4_0 is AxpyF32 over q4_0 rows. With AVX-512 the coefficients of
 // each eight rows (axpyQ4i8; sixteen, axpyQ4i16, when int16Rows is set and
@@ -394,7 +394,7 @@ func AxpyQ4_0(y []float32, w []byte, cols int, rows []int32, coef []float32) {
 		}
 		if n16+n8 > 0 {
 			rec := q4Scratch.Get().(*[]byte)
-			*rec = grow(*rec, max(nblk*16, i16Rec))
+			*rec = grow(*rec, max(nblk*16, i16Rec(nblk)))
 			if n16 > 0 {
 				axpyQ4i16(&y[0], unsafe.SliceData(w), stride, &ids[0], n16, &coef[0], nblk, &(*rec)[0])
 			}

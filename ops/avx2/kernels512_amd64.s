@@ -1276,6 +1276,31 @@ GLOBL i8rhi<>(SB), RODATA|NOPTR, $64
 	MOVL         $0xff00, SI       \
 	KMOVW        SI, K1
 
+// NEXTD runs blk over blocks 0-8 of the sixteen at CX with pf's first
+// three prefetches, and between them sets Z0-Z7 to the next sixteen
+// blocks' c·d of the rows in AX..R12 (rows r0.. of their group).
+#define NEXTD(blk, pf, r0) \
+	blk(0)                         \
+	pf(0)                          \
+	I8D(288, AX, (r0), Z0)         \
+	blk(1)                         \
+	I8D(288, DX, (r0+1), Z1)       \
+	blk(2)                         \
+	I8D(288, R13, (r0+2), Z2)      \
+	blk(3)                         \
+	pf(64)                         \
+	I8D(288, R14, (r0+3), Z3)      \
+	blk(4)                         \
+	I8D(288, R15, (r0+4), Z4)      \
+	blk(5)                         \
+	I8D(288, R9, (r0+5), Z5)       \
+	blk(6)                         \
+	pf(128)                        \
+	I8D(288, DI, (r0+6), Z6)       \
+	blk(7)                         \
+	I8D(288, R12, (r0+7), Z7)      \
+	blk(8)
+
 // func axpyQ4i8(y *float32, w *byte, stride int, rows *int32, n int, coef *float32, nblk int, rec *byte)
 // Eight rows at a time, n a multiple of 8. Per block, the eight products
 // coef·d are quantized to int8 with one scale s (max |coef·d| / 127), so
@@ -1389,26 +1414,7 @@ i8sum:
 i8pipe:
 	CMPQ R11, $32
 	JLT  i8last
-	I8BLK(0)
-	PF8(0)
-	I8D(288, AX, 0, Z0)
-	I8BLK(1)
-	I8D(288, DX, 1, Z1)
-	I8BLK(2)
-	I8D(288, R13, 2, Z2)
-	I8BLK(3)
-	PF8(64)
-	I8D(288, R14, 3, Z3)
-	I8BLK(4)
-	I8D(288, R15, 4, Z4)
-	I8BLK(5)
-	I8D(288, R9, 5, Z5)
-	I8BLK(6)
-	PF8(128)
-	I8D(288, DI, 6, Z6)
-	I8BLK(7)
-	I8D(288, R12, 7, Z7)
-	I8BLK(8)
+	NEXTD(I8BLK, PF8, 0)
 	I8SCALE
 	I8BLK(9)
 	PF8(192)
@@ -1460,14 +1466,15 @@ i8done:
 
 // The sixteen-row int8 axpy (axpyQ4i16): one scale per sixteen rows and
 // block, so that y gains s·Σ once per sixteen rows and a record serves
-// sixteen. Per sixteen blocks: the records first (rows 0-7's c·d kept in
-// the scratch while rows 8-15's are made, the scale over all sixteen),
-// then the rows 0-7 (their int32 sums to the scratch), then rows 8-15 (from
-// those sums to y). Eight row addresses fit in registers; the sixteen are
-// at 136-256(SP), the rows sixteen to thirty-one ahead at 0-56 and 72-128.
-// The record area at BX: the q of block i (sixteen bytes, rows 0-7 then
-// 8-15) at I16Q(i), s at 256+4i, -8·Σq at 320+4i, int32 sums at 384, c·d
-// at 2432.
+// sixteen. Per sixteen blocks: rows 0-7 (their int32 sums to the scratch),
+// then rows 8-15 (from those sums to y), the next sixteen's records made in
+// between (rows 0-7's c·d kept in the scratch until rows 8-15's give the
+// scale over all sixteen). Eight row addresses fit in registers; the
+// sixteen are at 136-256(SP), the rows sixteen to thirty-one ahead at 0-56
+// and 72-128. BX moves 384 bytes per sixteen blocks through the record
+// area: the q of block i (sixteen bytes, rows 0-7 then 8-15) at I16Q(i), s
+// at 256+4i, -8·Σq at 320+4i; below BX, the int32 sums at -2560 and the
+// c·d at -512.
 #define I16Q(i) (128*((i)/8) + 64*((i)%2) + 16*(((i)%8)/2))
 
 #define PF8B(off) PF8S(72, off)
@@ -1499,13 +1506,13 @@ i8done:
 	VMOVDQA64    Z25, Z26                             \
 	I8ROWS(i, AX, DX, R13, R14, (I16Q(i))(BX))        \
 	I8ROWS(i, R15, R9, DI, R12, (I16Q(i)+4)(BX))      \
-	VMOVDQU64    Z25, (384+128*i)(BX)                 \
-	VMOVDQU64    Z26, (448+128*i)(BX)
+	VMOVDQU64    Z25, (-2560+128*i)(BX)               \
+	VMOVDQU64    Z26, (-2496+128*i)(BX)
 
 // I16B: rows 8-15 of block i from those sums; y (R10) += s·Σ.
 #define I16B(i) \
-	VMOVDQU64    (384+128*i)(BX), Z25                 \
-	VMOVDQU64    (448+128*i)(BX), Z26                 \
+	VMOVDQU64    (-2560+128*i)(BX), Z25               \
+	VMOVDQU64    (-2496+128*i)(BX), Z26               \
 	I8ROWS(i, AX, DX, R13, R14, (I16Q(i)+8)(BX))      \
 	I8ROWS(i, R15, R9, DI, R12, (I16Q(i)+12)(BX))     \
 	VCVTDQ2PS    Z25, Z25                             \
@@ -1518,18 +1525,77 @@ i8done:
 
 // I16D sets Z0-Z7 to the c·d of the eight rows in AX..R12, rows r0.. of
 // the sixteen (their coef at R8).
-#define I16D(r0) \
-	I8D(0, AX, (r0), Z0)    \
-	I8D(0, DX, (r0+1), Z1)  \
-	I8D(0, R13, (r0+2), Z2) \
-	I8D(0, R14, (r0+3), Z3) \
-	I8D(0, R15, (r0+4), Z4) \
-	I8D(0, R9, (r0+5), Z5)  \
-	I8D(0, DI, (r0+6), Z6)  \
-	I8D(0, R12, (r0+7), Z7)
+#define I16D(do, r0) \
+	I8D(do, AX, (r0), Z0)    \
+	I8D(do, DX, (r0+1), Z1)  \
+	I8D(do, R13, (r0+2), Z2) \
+	I8D(do, R14, (r0+3), Z3) \
+	I8D(do, R15, (r0+4), Z4) \
+	I8D(do, R9, (r0+5), Z5)  \
+	I8D(do, DI, (r0+6), Z6)  \
+	I8D(do, R12, (r0+7), Z7)
+
+// I16SAVE keeps rows 0-7's c·d (Z0-Z7) in the scratch at -512(BX);
+// I16LOAD brings them back.
+#define I16SAVE \
+	VMOVDQU64 Z0, -512(BX) \
+	VMOVDQU64 Z1, -448(BX) \
+	VMOVDQU64 Z2, -384(BX) \
+	VMOVDQU64 Z3, -320(BX) \
+	VMOVDQU64 Z4, -256(BX) \
+	VMOVDQU64 Z5, -192(BX) \
+	VMOVDQU64 Z6, -128(BX) \
+	VMOVDQU64 Z7, -64(BX)
+
+#define I16LOAD \
+	VMOVDQU64 -512(BX), Z0 \
+	VMOVDQU64 -448(BX), Z1 \
+	VMOVDQU64 -384(BX), Z2 \
+	VMOVDQU64 -320(BX), Z3 \
+	VMOVDQU64 -256(BX), Z4 \
+	VMOVDQU64 -192(BX), Z5 \
+	VMOVDQU64 -128(BX), Z6 \
+	VMOVDQU64 -64(BX), Z7
+
+// I16REC0-5 make the records from rows 8-15's c·d (Z0-Z7), rows 0-7's
+// largest |c·d| (Z16) and their c·d in the scratch, in steps that the
+// sums can take between their blocks; I16REC5 stores them ro past BX.
+#define I16REC0 \
+	I8MAX(Z12, Z15)       \
+	VMAXPS    Z16, Z12, Z12 \
+	I8SCALEOF
+
+#define I16REC1 \
+	I8QUANT           \
+	I8CORR            \
+	VMOVDQA64 Z14, Z19
+
+#define I16REC2 \
+	I16PACK(Z17, Z18) \
+	I16LOAD
+
+#define I16REC3 \
+	I8QUANT \
+	I8CORR  \
+	VPADDD  Z19, Z14, Z14
+
+#define I16REC4 \
+	I16PACK(Z0, Z1)         \
+	VPUNPCKLQDQ Z17, Z0, Z2 \
+	VPUNPCKHQDQ Z17, Z0, Z3 \
+	VPUNPCKLQDQ Z18, Z1, Z5 \
+	VPUNPCKHQDQ Z18, Z1, Z6
+
+#define I16REC5(ro) \
+	VMOVDQU64 Z2, (ro)(BX)      \
+	VMOVDQU64 Z3, (ro+64)(BX)   \
+	VMOVDQU64 Z5, (ro+128)(BX)  \
+	VMOVDQU64 Z6, (ro+192)(BX)  \
+	VMOVUPS   Z12, (ro+256)(BX) \
+	VMOVDQU64 Z14, (ro+320)(BX)
 
 // func axpyQ4i16(y *float32, w *byte, stride int, rows *int32, n int, coef *float32, nblk int, rec *byte)
-// n a multiple of 16, nblk of 16; rec holds 2944 bytes.
+// n a multiple of 16, nblk of 16; rec holds 2560+384·(nblk/16+1) bytes.
 TEXT ·axpyQ4i16(SB), NOSPLIT, $264-64
 	I8CONSTS
 	MOVQ         $0, 64(SP)
@@ -1599,65 +1665,74 @@ i16group:
 	MOVQ nblk+48(FP), R11
 	SHRQ $4, R11
 
-i16chunk:
+	// The records of the first sixteen blocks.
 	MOVQ rec+56(FP), BX
-	// Records: rows 0-7's c·d to the scratch and their largest |c·d|
-	// kept, then rows 8-15's, the scale over all sixteen.
+	ADDQ $2560, BX
 	LOAD8(136)
-	I16D(0)
+	I16D(0, 0)
 	I8MAX(Z16, Z15)
-	VMOVDQU64 Z0, 2432(BX)
-	VMOVDQU64 Z1, 2496(BX)
-	VMOVDQU64 Z2, 2560(BX)
-	VMOVDQU64 Z3, 2624(BX)
-	VMOVDQU64 Z4, 2688(BX)
-	VMOVDQU64 Z5, 2752(BX)
-	VMOVDQU64 Z6, 2816(BX)
-	VMOVDQU64 Z7, 2880(BX)
+	I16SAVE
 	LOAD8(200)
-	I16D(8)
-	I8MAX(Z12, Z15)
-	VMAXPS       Z16, Z12, Z12
-	I8SCALEOF
-	I8QUANT
-	I8CORR
-	VMOVDQA64    Z14, Z19
-	I16PACK(Z17, Z18)
-	VMOVDQU64    2432(BX), Z0
-	VMOVDQU64    2496(BX), Z1
-	VMOVDQU64    2560(BX), Z2
-	VMOVDQU64    2624(BX), Z3
-	VMOVDQU64    2688(BX), Z4
-	VMOVDQU64    2752(BX), Z5
-	VMOVDQU64    2816(BX), Z6
-	VMOVDQU64    2880(BX), Z7
-	I8QUANT
-	I8CORR
-	VPADDD       Z19, Z14, Z14
-	I16PACK(Z0, Z1)
-	VPUNPCKLQDQ  Z17, Z0, Z2
-	VPUNPCKHQDQ  Z17, Z0, Z3
-	VPUNPCKLQDQ  Z18, Z1, Z5
-	VPUNPCKHQDQ  Z18, Z1, Z6
-	VMOVDQU64    Z2, (BX)
-	VMOVDQU64    Z3, 64(BX)
-	VMOVDQU64    Z5, 128(BX)
-	VMOVDQU64    Z6, 192(BX)
-	VMOVUPS      Z12, 256(BX)
-	VMOVDQU64    Z14, 320(BX)
+	I16D(0, 8)
+	I16REC0
+	I16REC1
+	I16REC2
+	I16REC3
+	I16REC4
+	I16REC5(0)
 
-	// Rows 0-7, prefetching rows 16-23 ahead.
+i16chunk:
+	CMPQ R11, $1
+	JEQ  i16last
+
+	// Rows 0-7 of these sixteen blocks, prefetching rows 16-23 ahead, and
+	// the next sixteen's c·d of rows 0-7 in between.
 	LOAD8(136)
-	SIXTEEN(I16A, PF8)
+	NEXTD(I16A, PF8, 0)
+	I8MAX(Z16, Z15)
+	I16A(9)
+	PF8(192)
+	I16SAVE
+	I16A(10)
+	I16A(11)
+	I16A(12)
+	PF8(256)
+	I16A(13)
+	I16A(14)
+	I16A(15)
 
-	// Rows 8-15, prefetching rows 24-31 ahead.
+	// Rows 8-15, prefetching rows 24-31 ahead, and the next sixteen's
+	// records in between.
 	LOAD8(200)
-	SIXTEEN(I16B, PF8B)
+	NEXTD(I16B, PF8B, 8)
+	I16REC0
+	I16B(9)
+	PF8B(192)
+	I16REC1
+	I16B(10)
+	I16REC2
+	I16B(11)
+	I16REC3
+	I16B(12)
+	PF8B(256)
+	I16REC4
+	I16B(13)
+	I16REC5(384)
+	I16B(14)
+	I16B(15)
 
 	ADDQ $288, CX
 	ADDQ $2048, R10
+	ADDQ $384, BX
 	DECQ R11
-	JNZ  i16chunk
+	JMP  i16chunk
+
+	// The last sixteen blocks: no records to make.
+i16last:
+	LOAD8(136)
+	SIXTEEN(I16A, PF8)
+	LOAD8(200)
+	SIXTEEN(I16B, PF8B)
 
 	MOVQ 64(SP), R12
 	ADDQ $16, R12
