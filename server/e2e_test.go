@@ -138,10 +138,12 @@ func TestE2EGracefulShutdownFinishesStreams(t *testing.T) {
 }
 
 // When the grace period runs out, the streams left are cancelled with an
-// error event and the server still exits 0.
+// error event and the server still exits 0. The stream asks for far more
+// tokens than the grace period lets through (the fixture decodes ~3000 a
+// second here): with 500 tokens and 200 ms, a faster decode finished first.
 func TestE2EGracefulShutdownCancelsAfterTimeout(t *testing.T) {
-	cmd, url := serveProcess(t, "--shutdown-timeout", "200ms")
-	body := openStream(t, url, 500)
+	cmd, url := serveProcess(t, "--shutdown-timeout", "50ms", "-c", "2048")
+	body := openStream(t, url, 2000)
 	start := time.Now()
 	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
 	rest, err := io.ReadAll(body)
