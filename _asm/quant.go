@@ -80,17 +80,13 @@ func gatherQ8() {
 			Label(rc.label("mid"))
 			hi := GP64()
 			LEAQ(Mem{Base: end, Disp: -q8Bytes}, hi)
-			Label(rc.label("midloop"))
-			CMPQ(off, hi)
-			JGE(LabelRef(rc.label("midlast")))
-			step(off)
-			step(hi)
-			ADDQ(U8(q8Bytes), off)
-			SUBQ(U8(q8Bytes), hi)
-			JMP(LabelRef(rc.label("midloop")))
-			Label(rc.label("midlast"))
-			JNE(LabelRef(rc.label("fin")))
-			step(off)
+			meet(rc, off, hi, func() {
+				step(off)
+				step(hi)
+			}, func() {
+				ADDQ(U8(q8Bytes), off)
+				SUBQ(U8(q8Bytes), hi)
+			}, func() { step(off) })
 		}
 		Label(rc.label("fin"))
 		storeSums(rc, acc)
@@ -246,21 +242,32 @@ func bothEnds(rc *rowCtx, cnt, woff, xs reg.Register, step func(bool, reg.Regist
 	Label(rc.label("midpairs"))
 	SUBQ(U8(2*q4Bytes), whi)
 	SUBQ(U8(128), xhi)
+	meet(rc, woff, whi, func() {
+		step(true, woff, xs)
+		rc.prefetch(woff)
+		step(true, whi, xhi)
+		rc.prefetch(whi)
+	}, func() {
+		ADDQ(U8(2*q4Bytes), woff)
+		ADDQ(U8(128), xs)
+		SUBQ(U8(2*q4Bytes), whi)
+		SUBQ(U8(128), xhi)
+	}, func() { step(true, woff, xs) })
+}
+
+// meet is the loop of a read from both ends: while lo is below hi it emits
+// both (a step at each end) and next (lo up, hi down); where they meet on
+// one step, one; past each other, on to fin.
+func meet(rc *rowCtx, lo, hi reg.Register, both, next, one func()) {
 	Label(rc.label("midloop"))
-	CMPQ(woff, whi)
+	CMPQ(lo, hi)
 	JGE(LabelRef(rc.label("midlast")))
-	step(true, woff, xs)
-	rc.prefetch(woff)
-	step(true, whi, xhi)
-	rc.prefetch(whi)
-	ADDQ(U8(2*q4Bytes), woff)
-	ADDQ(U8(128), xs)
-	SUBQ(U8(2*q4Bytes), whi)
-	SUBQ(U8(128), xhi)
+	both()
+	next()
 	JMP(LabelRef(rc.label("midloop")))
 	Label(rc.label("midlast"))
 	JNE(LabelRef(rc.label("fin")))
-	step(true, woff, xs)
+	one()
 }
 
 // axpyScales puts coef[k+i]*d_i of the block at woff for every row into

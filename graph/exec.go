@@ -357,21 +357,21 @@ func (r *Runner) planFor(rows, outRows int) *plan {
 	// Nodes of one op that can run as a group (Op.RunGroup), one after
 	// another with the same inputs, run as one call: a layer's q, k and v
 	// mat-vecs become one pass of the pool over their rows.
-	end := make([]int, len(nodes)) // the last node of i's group
 	for i := 0; i < len(nodes); {
 		k := 1
 		for i+k < len(nodes) && groupable(nodes[i+k-1], nodes[i+k]) && !pl.trimmed[i+k-1] && !pl.trimmed[i+k] {
 			k++
 		}
 		pl.group[i] = k
-		for j := i; j < i+k; j++ {
-			end[j] = i + k - 1
-		}
 		i += k
 	}
 	var size []int
 	var free []int
+	first := 0 // of i's group
 	for i, n := range nodes {
+		if pl.group[i] > 0 {
+			first = i
+		}
 		need := rows * n.Cols
 		if pl.trimmed[i] {
 			need = outRows * n.Cols
@@ -394,8 +394,8 @@ func (r *Runner) planFor(rows, outRows int) *plan {
 		}
 		// Outputs nobody reads are free once their group has run: its
 		// nodes write at the same time.
-		if end[i] == i {
-			for j := i; j >= 0 && end[j] == i; j-- {
+		if i == first+pl.group[first]-1 {
+			for j := i; j >= first; j-- {
 				if lastUse[j] == j {
 					free = append(free, pl.buf[j])
 				}

@@ -2,11 +2,11 @@ package ops
 
 import (
 	"fmt"
-	"github.com/pinfer/pinfer/internal/hugepage"
 	"math"
 	"sync"
 	"unsafe"
 
+	"github.com/pinfer/pinfer/internal/hugepage"
 	"github.com/pinfer/pinfer/ops/avx2"
 )
 

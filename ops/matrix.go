@@ -87,10 +87,7 @@ func MatMulGroup(p *Pool, outs [][]float32, ms []*Matrix, x []float32, T int) {
 	one := Device == nil && fastType(ms[0].Type)
 	for k, m := range ms {
 		one = one && m.Type == ms[0].Type && m.Cols == ms[0].Cols
-		if T < 1 || len(outs[k]) < T*m.Rows || len(x) < T*m.Cols {
-			panic(fmt.Sprintf("ops.MatMulGroup: T=%d over %dx%d needs out>=%d, x>=%d; got %d, %d",
-				T, m.Rows, m.Cols, T*m.Rows, T*m.Cols, len(outs[k]), len(x)))
-		}
+		checkMatMul("MatMulGroup", outs[k], m, x, T)
 	}
 	if !one {
 		for k, m := range ms {
@@ -101,15 +98,20 @@ func MatMulGroup(p *Pool, outs [][]float32, ms []*Matrix, x []float32, T int) {
 	matMulFast(p, outs, ms, x, T)
 }
 
+// checkMatMul panics, naming fn, unless out and x hold T rows for m.
+func checkMatMul(fn string, out []float32, m *Matrix, x []float32, T int) {
+	if T < 1 || len(out) < T*m.Rows || len(x) < T*m.Cols {
+		panic(fmt.Sprintf("ops.%s: T=%d over %dx%d needs out>=%d, x>=%d; got %d, %d",
+			fn, T, m.Rows, m.Cols, T*m.Rows, T*m.Cols, len(out), len(x)))
+	}
+}
+
 // MatMul sets out[t*Rows+r] = row r · x[t*Cols:(t+1)*Cols] for t in [0,T),
 // splitting rows over p. With T > 1 each row is decoded once and reused from
 // cache for every activation row, so weights stream from memory only once.
 func MatMul(p *Pool, out []float32, m *Matrix, x []float32, T int) {
 	rows, cols := m.Rows, m.Cols
-	if T < 1 || len(out) < T*rows || len(x) < T*cols {
-		panic(fmt.Sprintf("ops.MatMul: T=%d over %dx%d needs out>=%d, x>=%d; got %d, %d",
-			T, rows, cols, T*rows, T*cols, len(out), len(x)))
-	}
+	checkMatMul("MatMul", out, m, x, T)
 	if Device != nil && Device.MatMul(out, m, x, T) {
 		return
 	}

@@ -363,8 +363,10 @@ func AxpyQ8_0(y []float32, w []byte, cols int, rows []int32, coef []float32) {
 // the records' shuffles are what to cut next (ops/avx2/NOTES.md).
 var int8Axpy, int16Rows = true, false
 
-// i16Rec is the size of axpyQ4i16's record area for nblk blocks.
-func i16Rec(nblk int) int { return 2560 + 384*(nblk/16+1) }
+// i8Rec is the record area both int8 kernels need for nblk blocks:
+// axpyQ4i16's (2560 + 384 per sixteen blocks and one more), which holds
+// axpyQ4i8's (16 per block).
+func i8Rec(nblk int) int { return 2560 + 384*(nblk/16+1) }
 
 // AxpyQ4_0 is AxpyF32 over q4_0 rows. With AVX-512 the coefficients of
 // each eight rows (axpyQ4i8; sixteen, axpyQ4i16, when int16Rows is set and
@@ -394,7 +396,7 @@ func AxpyQ4_0(y []float32, w []byte, cols int, rows []int32, coef []float32) {
 		}
 		if n16+n8 > 0 {
 			rec := q4Scratch.Get().(*[]byte)
-			*rec = grow(*rec, max(nblk*16, i16Rec(nblk)))
+			*rec = grow(*rec, i8Rec(nblk))
 			if n16 > 0 {
 				axpyQ4i16(&y[0], unsafe.SliceData(w), stride, &ids[0], n16, &coef[0], nblk, &(*rec)[0])
 			}
