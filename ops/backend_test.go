@@ -409,6 +409,8 @@ func TestActivateMatchesDefinition(t *testing.T) {
 					ids[i] = int32(2 * i)
 				}
 				g[0], g[1], u[2] = 0, 0.25, 0 // at relu's and fatrelu's cut; drelu's up at 0
+				nan := float32(math.NaN())
+				g[3], u[4], g[5], u[5] = nan, nan, 2, nan // NaNs pass through as defined
 				if bias {
 					f.GateBias = randomVec(rng, 2*n)
 				}
@@ -426,7 +428,12 @@ func TestActivateMatchesDefinition(t *testing.T) {
 					if up {
 						ui = u[i]
 					}
-					require.Equal(t, FFNActivation(act, f.Threshold, gi, ui), got[i], "%s up=%v bias=%v neuron %d", act, up, bias, i)
+					want := FFNActivation(act, f.Threshold, gi, ui)
+					if want != want { // NaN
+						require.True(t, got[i] != got[i], "%s up=%v bias=%v neuron %d: got %v, want NaN", act, up, bias, i, got[i])
+						continue
+					}
+					require.Equal(t, want, got[i], "%s up=%v bias=%v neuron %d", act, up, bias, i)
 				}
 			}
 		}

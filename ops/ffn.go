@@ -189,12 +189,13 @@ func activate(f *FFN, g, u []float32, ids []int32) {
 		return
 	}
 	// Written so that the compiler selects instead of branching: whether a
-	// neuron fires is a coin toss to the branch predictor.
+	// neuron fires is a coin toss to the branch predictor. The tests are
+	// FFNActivation's (g <= cut gives 0), so that a NaN passes through.
 	switch {
 	case u == nil:
 		for i, gi := range g {
 			v := float32(0)
-			if gi > cut {
+			if !(gi <= cut) {
 				v = gi
 			}
 			g[i] = v
@@ -203,7 +204,7 @@ func activate(f *FFN, g, u []float32, ids []int32) {
 		u = u[:len(g)]
 		for i, gi := range g {
 			v, ui := float32(0), u[i]
-			if gi > cut && ui > 0 {
+			if !(gi <= cut || ui <= 0) {
 				v = gi * ui
 			}
 			g[i] = v
@@ -212,7 +213,7 @@ func activate(f *FFN, g, u []float32, ids []int32) {
 		u = u[:len(g)]
 		for i, gi := range g {
 			v := float32(0)
-			if gi > cut {
+			if !(gi <= cut) {
 				v = gi * u[i]
 			}
 			g[i] = v
