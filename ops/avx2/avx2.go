@@ -357,16 +357,17 @@ func AxpyQ8_0(y []float32, w []byte, cols int, rows []int32, coef []float32) {
 
 // int8Axpy selects the int8 kernels for AVX-512's q4_0 axpy;
 // BenchmarkAxpyQ4Int8 clears it to measure the f32 kernel beside them.
-// int16Rows selects their sixteen-row form, off: with its records made
-// between the blocks it runs as fast as axpyQ4i8 (hot 22.2-24.1 against
-// 23.0-23.3 GB/s), though with the records left out (stale) it ran at 34:
-// the records' shuffles are what to cut next (ops/avx2/NOTES.md).
-var int8Axpy, int16Rows = true, false
+// int16Rows selects their sixteen-row form (axpyQ4i16) where a row's
+// blocks come in sixteens: one thread, hot 22-27 against 21-23 GB/s; two threads
+// over all rows 1.5% faster in the host's slow state and 15% in its fast
+// one, where decode gains 1-2.5% (ops/avx2/NOTES.md). The tests clear it to
+// check axpyQ4i8, which takes the rows after the last whole sixteen.
+var int8Axpy, int16Rows = true, true
 
 // i8Rec is the record area both int8 kernels need for nblk blocks:
-// axpyQ4i16's (2560 + 384 per sixteen blocks and one more), which holds
+// axpyQ4i16's (2560 + 448 per sixteen blocks and one more), which holds
 // axpyQ4i8's (16 per block).
-func i8Rec(nblk int) int { return 2560 + 384*(nblk/16+1) }
+func i8Rec(nblk int) int { return 2560 + 448*(nblk/16+1) }
 
 // AxpyQ4_0 is AxpyF32 over q4_0 rows. With AVX-512 the coefficients of
 // each eight rows (axpyQ4i8; sixteen, axpyQ4i16, when int16Rows is set and

@@ -147,7 +147,7 @@ func TestAxpyQ4i8Model(t *testing.T) {
 			for _, sixteen := range []bool{false, true} {
 				t.Run(fmt.Sprintf("cols%d/n%d/sixteen=%v", cols, n, sixteen), func(t *testing.T) {
 					int16Rows = sixteen
-					defer func() { int16Rows = false }()
+					defer func() { int16Rows = true }()
 					y0 := randVec(r, cols)
 					want := append([]float32(nil), y0...)
 					mag := modelAxpyQ4i8(want, w, cols, ids, coef)

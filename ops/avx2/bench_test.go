@@ -495,7 +495,7 @@ func BenchmarkAxpyQ4Int8(b *testing.B) {
 		for _, kind := range []string{"int16", "int8", "f32"} {
 			b.Run(name+"/"+kind, func(b *testing.B) {
 				int8Axpy, int16Rows = kind != "f32", kind == "int16"
-				defer func() { int8Axpy, int16Rows = true, false }()
+				defer func() { int8Axpy, int16Rows = true, true }()
 				n := 64
 				if pct > 0 {
 					n = len(sets[0])

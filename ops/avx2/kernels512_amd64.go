@@ -38,7 +38,7 @@ func dotQ4r16(out *float32, ldo int, pk *byte, xs *uintptr, ngrp int, mask uint1
 func expSum(x *float32, n int, m float32) float32
 
 func has512() bool {
-	return cpuid.CPU.Supports(cpuid.AVX512F, cpuid.AVX512BW, cpuid.AVX512VL, cpuid.AVX512VBMI, cpuid.AVX512VNNI)
+	return cpuid.CPU.Supports(cpuid.AVX512F, cpuid.AVX512BW, cpuid.AVX512DQ, cpuid.AVX512VL, cpuid.AVX512VBMI, cpuid.AVX512VNNI, cpuid.GFNI)
 }
 
 //go:noescape

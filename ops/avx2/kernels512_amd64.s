@@ -1,6 +1,6 @@
 //go:build amd64 && !purego
 
-// Hand-written AVX-512 kernels (F, BW, VL, VBMI, VNNI), selected at init by
+// Hand-written AVX-512 kernels (F, BW, DQ, VL, VBMI, VNNI, GFNI), selected at init by
 // cpuid next to the AVX2 ones of kernels_amd64.s. See avx512.go for the
 // layouts; every kernel trusts its Go wrapper for bounds.
 
@@ -1031,6 +1031,20 @@ DATA i8qhi<>+40(SB)/8, $0x7d6d5d4d3d2d1d0d
 DATA i8qhi<>+48(SB)/8, $0x7e6e5e4e3e2e1e0e
 DATA i8qhi<>+56(SB)/8, $0x7f6f5f4f3f2f1f0f
 GLOBL i8qhi<>(SB), RODATA|NOPTR, $64
+
+// i16tr transposes each lane's 4x4 bytes (row-major to block-major);
+// eight8 is the u8 operand that sums 8·q.
+DATA i16tr<>+0(SB)/8, $0x0d0905010c080400
+DATA i16tr<>+8(SB)/8, $0x0f0b07030e0a0602
+DATA i16tr<>+16(SB)/8, $0x0d0905010c080400
+DATA i16tr<>+24(SB)/8, $0x0f0b07030e0a0602
+DATA i16tr<>+32(SB)/8, $0x0d0905010c080400
+DATA i16tr<>+40(SB)/8, $0x0f0b07030e0a0602
+DATA i16tr<>+48(SB)/8, $0x0d0905010c080400
+DATA i16tr<>+56(SB)/8, $0x0f0b07030e0a0602
+GLOBL i16tr<>(SB), RODATA|NOPTR, $64
+DATA eight8<>+0(SB)/4, $0x08080808
+GLOBL eight8<>(SB), RODATA|NOPTR, $4
 DATA i8sclo<>+0(SB)/8, $0x0000001000000000
 DATA i8sclo<>+8(SB)/8, $0x0000001100000001
 DATA i8sclo<>+16(SB)/8, $0x0000001200000002
@@ -1111,16 +1125,19 @@ GLOBL i8rhi<>(SB), RODATA|NOPTR, $64
 	PREFETCHT1 (off+64)(SI)(CX*1)     \
 	PREFETCHT1 (off+128)(SI)(CX*1)
 
-// PF8S is PF8 for the eight addresses at s..s+56(SP).
-#define PF8S(s, off) \
-	PFL(s, off)      \
-	PFL((s+8), off)  \
-	PFL((s+16), off) \
-	PFL((s+24), off) \
-	PFL((s+32), off) \
-	PFL((s+40), off) \
-	PFL((s+48), off) \
-	PFL((s+56), off)
+// EACH8 applies pfl to the eight row addresses at s..s+56(SP); PF8S is
+// PF8 for them.
+#define EACH8(pfl, s, off) \
+	pfl(s, off)      \
+	pfl((s+8), off)  \
+	pfl((s+16), off) \
+	pfl((s+24), off) \
+	pfl((s+32), off) \
+	pfl((s+40), off) \
+	pfl((s+48), off) \
+	pfl((s+56), off)
+
+#define PF8S(s, off) EACH8(PFL, s, off)
 
 #define PF8(off) PF8S(0, off)
 
@@ -1471,13 +1488,27 @@ i8done:
 // between (rows 0-7's c·d kept in the scratch until rows 8-15's give the
 // scale over all sixteen). Eight row addresses fit in registers; the
 // sixteen are at 136-256(SP), the rows sixteen to thirty-one ahead at 0-56
-// and 72-128. BX moves 384 bytes per sixteen blocks through the record
-// area: the q of block i (sixteen bytes, rows 0-7 then 8-15) at I16Q(i), s
-// at 256+4i, -8·Σq at 320+4i; below BX, the int32 sums at -2560 and the
-// c·d at -512.
-#define I16Q(i) (128*((i)/8) + 64*((i)%2) + 16*(((i)%8)/2))
+// and 72-128. BX moves 448 bytes per sixteen blocks through the record
+// area: the q of rows 4k..4k+3 for block i (four bytes, one per row) at
+// 64k+4i, s at 256+4i, -8·Σq at 320+4i and 17 times that at 384+4i; below
+// BX, the int32 sums at -2560 and the c·d at -512.
 
-#define PF8B(off) PF8S(72, off)
+// I16PF prefetches the two lines from off+CX of each of the eight rows
+// whose addresses are at s..s+56(SP): five of them cover a row's sixteen
+// blocks about twice over. Against PF8's three lines, two threads over all
+// rows read 1% faster in the host's slow state and 4% in its fast one,
+// where the axpy is bound by its instructions; with one line, 4% slower in
+// the slow state (ops/avx2/NOTES.md).
+#define PFL2(slot, off) \
+	MOVQ       slot(SP), SI           \
+	PREFETCHT1 off(SI)(CX*1)          \
+	PREFETCHT1 (off+64)(SI)(CX*1)
+
+#define I16PF(s, off) EACH8(PFL2, s, off)
+
+#define PF8A(off) I16PF(0, off)
+
+#define PF8B(off) I16PF(72, off)
 
 // LOAD8(s) loads the eight row addresses at s..s+56(SP).
 #define LOAD8(s) \
@@ -1490,22 +1521,59 @@ i8done:
 	MOVQ (s+48)(SP), DI  \
 	MOVQ (s+56)(SP), R12
 
-// I16PACK leaves the eight rows' q (int32 in Z0-Z7) as eight bytes per
-// block: blocks 0-7 in zlo, 8-15 in zhi.
-#define I16PACK(zlo, zhi) \
-	I8PACK1                  \
-	VMOVDQA64 Z0, zhi        \
-	VPERMT2B  Z4, Z22, Z0    \
-	VPERMT2B  Z4, Z21, zhi   \
-	VMOVDQA64 Z0, zlo
+// I16PACK4 leaves four rows' q (int32 in za..zd, a lane per block) in za
+// as a dword per block, one byte per row: the saturating packs keep each
+// 128-bit lane's blocks in place (a byte per row and block), and one
+// in-lane shuffle transposes those 4x4 bytes. No shuffle crosses lanes.
+#define I16PACK4(za, zb, zc, zd) \
+	VPACKSSDW zb, za, za          \
+	VPACKSSDW zd, zc, zc          \
+	VPACKSSWB zc, za, za          \
+	VPSHUFB   i16tr<>(SB), za, za
+
+// I16PACK packs Z0-Z7 into Z0 (rows 0-3 of the eight) and Z4 (rows 4-7),
+// and adds 8·Σq per block to Z14 (Z21: bytes of 8).
+#define I16PACK \
+	I16PACK4(Z0, Z1, Z2, Z3) \
+	I16PACK4(Z4, Z5, Z6, Z7) \
+	VPDPBUSD Z0, Z21, Z14    \
+	VPDPBUSD Z4, Z21, Z14
+
+// I16MAX sets zm to max(|zs|, |Z0..Z7|): VRANGEPS picks the larger
+// magnitude and clears its sign (imm 0b1011).
+#define I16MAX(zs, zm) \
+	VRANGEPS $11, Z0, zs, zm \
+	VRANGEPS $11, Z1, zm, zm \
+	VRANGEPS $11, Z2, zm, zm \
+	VRANGEPS $11, Z3, zm, zm \
+	VRANGEPS $11, Z4, zm, zm \
+	VRANGEPS $11, Z5, zm, zm \
+	VRANGEPS $11, Z6, zm, zm \
+	VRANGEPS $11, Z7, zm, zm
+
+// I16ROWS is I8ROWS with the high nibbles taken from the whole bytes:
+// Z26 gains Σ q·byte = Σ q·lo + 16·Σ q·hi and Z25 Σ q·lo, so that
+// (Z26 - Z25)/16 is the high nibbles' sum once per sixteen rows (I16HI),
+// two vector ops fewer per four rows. Z26 starts at 17·(-8·Σq), Z25 at
+// -8·Σq, which leaves each half its -8.
+#define I16ROWS(i, p0, p1, p2, p3, q) \
+	VMOVDQU64     (2+18*i)(p0)(CX*1), X28          \
+	VINSERTI32X4  $1, (2+18*i)(p1)(CX*1), Y28, Y28 \
+	VMOVDQU64     (2+18*i)(p2)(CX*1), X29          \
+	VINSERTI32X4  $1, (2+18*i)(p3)(CX*1), Y29, Y29 \
+	VINSERTI64X4  $1, Y29, Z28, Z28                \
+	VPERMB        Z28, Z30, Z28                    \
+	VPDPBUSD.BCST q, Z28, Z26                      \
+	VPANDD        Z31, Z28, Z28                    \
+	VPDPBUSD.BCST q, Z28, Z25
 
 // I16A: rows 0-7 (AX..R12) of block i: -8·Σq plus their products, to the
-// int32 sums at 384+128i(BX).
+// int32 sums at -2560+128i(BX).
 #define I16A(i) \
 	VPBROADCASTD (320+4*i)(BX), Z25                   \
-	VMOVDQA64    Z25, Z26                             \
-	I8ROWS(i, AX, DX, R13, R14, (I16Q(i))(BX))        \
-	I8ROWS(i, R15, R9, DI, R12, (I16Q(i)+4)(BX))      \
+	VPBROADCASTD (384+4*i)(BX), Z26                   \
+	I16ROWS(i, AX, DX, R13, R14, (4*i)(BX))           \
+	I16ROWS(i, R15, R9, DI, R12, (64+4*i)(BX))        \
 	VMOVDQU64    Z25, (-2560+128*i)(BX)               \
 	VMOVDQU64    Z26, (-2496+128*i)(BX)
 
@@ -1513,8 +1581,10 @@ i8done:
 #define I16B(i) \
 	VMOVDQU64    (-2560+128*i)(BX), Z25               \
 	VMOVDQU64    (-2496+128*i)(BX), Z26               \
-	I8ROWS(i, AX, DX, R13, R14, (I16Q(i)+8)(BX))      \
-	I8ROWS(i, R15, R9, DI, R12, (I16Q(i)+12)(BX))     \
+	I16ROWS(i, AX, DX, R13, R14, (128+4*i)(BX))       \
+	I16ROWS(i, R15, R9, DI, R12, (192+4*i)(BX))       \
+	VPSUBD       Z25, Z26, Z26                        \
+	VPSRAD       $4, Z26, Z26                         \
 	VCVTDQ2PS    Z25, Z25                             \
 	VCVTDQ2PS    Z26, Z26                             \
 	VBROADCASTSS (256+4*i)(BX), Z27                   \
@@ -1559,45 +1629,43 @@ i8done:
 
 // I16REC0-5 make the records from rows 8-15's c·d (Z0-Z7), rows 0-7's
 // largest |c·d| (Z16) and their c·d in the scratch, in steps that the
-// sums can take between their blocks; I16REC5 stores them ro past BX.
+// sums can take between their blocks, storing them ro past BX.
 #define I16REC0 \
-	I8MAX(Z12, Z15)       \
-	VMAXPS    Z16, Z12, Z12 \
+	I16MAX(Z16, Z12) \
 	I8SCALEOF
 
 #define I16REC1 \
-	I8QUANT           \
-	I8CORR            \
-	VMOVDQA64 Z14, Z19
+	I8QUANT \
+	VPXORD Z14, Z14, Z14
 
-#define I16REC2 \
-	I16PACK(Z17, Z18) \
+#define I16REC2(ro) \
+	I16PACK                     \
+	VMOVDQU64 Z0, (ro+128)(BX)  \
+	VMOVDQU64 Z4, (ro+192)(BX)  \
 	I16LOAD
 
 #define I16REC3 \
-	I8QUANT \
-	I8CORR  \
-	VPADDD  Z19, Z14, Z14
+	I8QUANT
 
 #define I16REC4 \
-	I16PACK(Z0, Z1)         \
-	VPUNPCKLQDQ Z17, Z0, Z2 \
-	VPUNPCKHQDQ Z17, Z0, Z3 \
-	VPUNPCKLQDQ Z18, Z1, Z5 \
-	VPUNPCKHQDQ Z18, Z1, Z6
+	I16PACK                \
+	VPXORD Z15, Z15, Z15   \
+	VPSUBD Z14, Z15, Z14   \
+	VPSLLD $4, Z14, Z15    \
+	VPADDD Z14, Z15, Z15
 
 #define I16REC5(ro) \
-	VMOVDQU64 Z2, (ro)(BX)      \
-	VMOVDQU64 Z3, (ro+64)(BX)   \
-	VMOVDQU64 Z5, (ro+128)(BX)  \
-	VMOVDQU64 Z6, (ro+192)(BX)  \
+	VMOVDQU64 Z0, (ro)(BX)      \
+	VMOVDQU64 Z4, (ro+64)(BX)   \
 	VMOVUPS   Z12, (ro+256)(BX) \
-	VMOVDQU64 Z14, (ro+320)(BX)
+	VMOVDQU64 Z14, (ro+320)(BX) \
+	VMOVDQU64 Z15, (ro+384)(BX)
 
 // func axpyQ4i16(y *float32, w *byte, stride int, rows *int32, n int, coef *float32, nblk int, rec *byte)
-// n a multiple of 16, nblk of 16; rec holds 2560+384·(nblk/16+1) bytes.
+// n a multiple of 16, nblk of 16; rec holds 2560+448·(nblk/16+1) bytes.
 TEXT ·axpyQ4i16(SB), NOSPLIT, $264-64
 	I8CONSTS
+	VPBROADCASTD eight8<>(SB), Z21
 	MOVQ         $0, 64(SP)
 
 i16group:
@@ -1670,13 +1738,13 @@ i16group:
 	ADDQ $2560, BX
 	LOAD8(136)
 	I16D(0, 0)
-	I8MAX(Z16, Z15)
+	I16MAX(Z0, Z16)
 	I16SAVE
 	LOAD8(200)
 	I16D(0, 8)
 	I16REC0
 	I16REC1
-	I16REC2
+	I16REC2(0)
 	I16REC3
 	I16REC4
 	I16REC5(0)
@@ -1688,15 +1756,15 @@ i16chunk:
 	// Rows 0-7 of these sixteen blocks, prefetching rows 16-23 ahead, and
 	// the next sixteen's c·d of rows 0-7 in between.
 	LOAD8(136)
-	NEXTD(I16A, PF8, 0)
-	I8MAX(Z16, Z15)
+	NEXTD(I16A, PF8A, 0)
+	I16MAX(Z0, Z16)
 	I16A(9)
-	PF8(192)
+	PF8A(192)
 	I16SAVE
 	I16A(10)
 	I16A(11)
 	I16A(12)
-	PF8(256)
+	PF8A(256)
 	I16A(13)
 	I16A(14)
 	I16A(15)
@@ -1710,27 +1778,27 @@ i16chunk:
 	PF8B(192)
 	I16REC1
 	I16B(10)
-	I16REC2
+	I16REC2(448)
 	I16B(11)
 	I16REC3
 	I16B(12)
 	PF8B(256)
 	I16REC4
 	I16B(13)
-	I16REC5(384)
+	I16REC5(448)
 	I16B(14)
 	I16B(15)
 
 	ADDQ $288, CX
 	ADDQ $2048, R10
-	ADDQ $384, BX
+	ADDQ $448, BX
 	DECQ R11
 	JMP  i16chunk
 
 	// The last sixteen blocks: no records to make.
 i16last:
 	LOAD8(136)
-	SIXTEEN(I16A, PF8)
+	SIXTEEN(I16A, PF8A)
 	LOAD8(200)
 	SIXTEEN(I16B, PF8B)
 
