@@ -54,7 +54,7 @@ GLOBL eight4<>(SB), RODATA|NOPTR, $4
 // func prepQ4x(xs *byte, xq *byte, nblk int)
 // For every group of four q8_0 activation blocks, 256 bytes of xs: the
 // first 16 x of each block [0,64), the last 16 [64,128), -8·Σx of each
-// block in its first int32 lane [128,192) and d_x per lane [192,256);
+// int32 lane's eight x [128,192) and d_x per lane [192,256);
 // block k owns lanes 4k..4k+3.
 TEXT ·prepQ4x(SB), NOSPLIT, $0-24
 	MOVQ xs+0(FP), DI
@@ -73,13 +73,11 @@ ploop:
 	VPDPBUSD X0, X15, X2
 	VPDPBUSD X1, X15, X2
 	VPSUBD  X2, X14, X2
-	// The whole block's -8·Σx in its first lane, 0 in the other three: the
-	// 4x4 kernels sum a block's lanes, and the sixteen-row kernel
-	// (q4r16_amd64.s) broadcasts the first.
-	VPHADDD X2, X2, X2
-	VPHADDD X2, X2, X2
-	VMOVD   X2, R10
-	VMOVD   R10, X2
+	// Each lane's own -8·Σx (its four x of each half), so that a lane's
+	// int32 is exactly Σ(nibble-8)·x over its eight products: with the
+	// block's whole -8·Σx in one lane, a block whose nibbles are all 8 left
+	// lanes that cancel only in float32, wrong by ulps of d_w·d_x·Σ (found by
+	// FuzzGather). The sixteen-row kernel (q4r16_amd64.s) adds the four.
 	VPBROADCASTW (SI), X3
 	VCVTPH2PS X3, X3
 	VMOVDQU X0, (DI)(CX*1)

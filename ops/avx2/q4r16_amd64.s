@@ -115,10 +115,14 @@ r16next:
 	RET
 
 // R16TOK adds token x's share of one block to f: the int32 lanes start at
-// -8·Σx (so that the unsigned nibbles count as q-8), take eight broadcast
-// quads of x, then are scaled by d_x and by the rows' d_w in Z8.
+// -8·Σx (the four lanes' parts of it added, so that the unsigned nibbles
+// count as q-8), take eight broadcast quads of x, then are scaled by d_x
+// and by the rows' d_w in Z8.
 #define R16TOK(x, f, i) \
 	VPBROADCASTD  128(x)(CX*1), i     \
+	VPADDD.BCST   132(x)(CX*1), i, i  \
+	VPADDD.BCST   136(x)(CX*1), i, i  \
+	VPADDD.BCST   140(x)(CX*1), i, i  \
 	VPDPBUSD.BCST 0(x)(CX*1), Z0, i   \
 	VPDPBUSD.BCST 4(x)(CX*1), Z1, i   \
 	VPDPBUSD.BCST 8(x)(CX*1), Z2, i   \
