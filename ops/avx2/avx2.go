@@ -358,10 +358,11 @@ func AxpyQ8_0(y []float32, w []byte, cols int, rows []int32, coef []float32) {
 // int8Axpy selects the int8 kernels for AVX-512's q4_0 axpy;
 // BenchmarkAxpyQ4Int8 clears it to measure the f32 kernel beside them.
 // int16Rows selects their sixteen-row form (axpyQ4i16) where a row's
-// blocks come in sixteens: one thread, hot 22-27 against 21-23 GB/s; two threads
-// over all rows 1.5% faster in the host's slow state and 15% in its fast
-// one, where decode gains 1-2.5% (ops/avx2/NOTES.md). The tests clear it to
-// check axpyQ4i8, which takes the rows after the last whole sixteen.
+// blocks come in sixteens: one thread, hot 22-27 against 21-23 GB/s; two
+// threads over all rows 1.5% faster in the host's slow state and 15% in
+// its fast one, where decode gains 1-2.5% (ops/avx2/NOTES.md). The tests
+// clear it to check axpyQ4i8, which takes the rows after the last whole
+// sixteen.
 var int8Axpy, int16Rows = true, true
 
 // i8Rec is the record area both int8 kernels need for nblk blocks:

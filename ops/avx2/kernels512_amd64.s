@@ -1080,17 +1080,22 @@ DATA i8rhi<>+48(SB)/8, $0x0000000000000007
 DATA i8rhi<>+56(SB)/8, $0x000000000000000f
 GLOBL i8rhi<>(SB), RODATA|NOPTR, $64
 
-// I8ROWS adds four rows' products with block i of the sixteen at CX to
-// Z25 (bytes 0-15) and Z26 (bytes 16-31): q is the rows' four int8
-// coefficients, a dword broadcast from memory; the nibbles stay unsigned
-// (the -8 is in Z25/Z26's start value).
-#define I8ROWS(i, p0, p1, p2, p3, q) \
+// I8BYTES sets Z28 to four rows' nibble bytes of block i of the sixteen
+// at CX, interleaved so that dword k holds byte k of each row.
+#define I8BYTES(i, p0, p1, p2, p3) \
 	VMOVDQU64     (2+18*i)(p0)(CX*1), X28          \
 	VINSERTI32X4  $1, (2+18*i)(p1)(CX*1), Y28, Y28 \
 	VMOVDQU64     (2+18*i)(p2)(CX*1), X29          \
 	VINSERTI32X4  $1, (2+18*i)(p3)(CX*1), Y29, Y29 \
 	VINSERTI64X4  $1, Y29, Z28, Z28                \
-	VPERMB        Z28, Z30, Z28                    \
+	VPERMB        Z28, Z30, Z28
+
+// I8ROWS adds four rows' products with block i of the sixteen at CX to
+// Z25 (bytes 0-15) and Z26 (bytes 16-31): q is the rows' four int8
+// coefficients, a dword broadcast from memory; the nibbles stay unsigned
+// (the -8 is in Z25/Z26's start value).
+#define I8ROWS(i, p0, p1, p2, p3, q) \
+	I8BYTES(i, p0, p1, p2, p3)                     \
 	VPSRLW        $4, Z28, Z29                     \
 	VPANDD        Z31, Z28, Z28                    \
 	VPANDD        Z31, Z29, Z29                    \
@@ -1150,6 +1155,18 @@ GLOBL i8rhi<>(SB), RODATA|NOPTR, $64
 	VMOVDQU16   Z10, K1, Z8                  \
 	VCVTPH2PS   Y8, zd                       \
 	VMULPS.BCST (r*4)(R8), zd, zd
+
+// I8D8 sets Z0-Z7 to the c·d of the eight rows in AX..R12, rows r0.. of
+// their group (their coef at R8).
+#define I8D8(do, r0) \
+	I8D(do, AX, (r0), Z0)    \
+	I8D(do, DX, (r0+1), Z1)  \
+	I8D(do, R13, (r0+2), Z2) \
+	I8D(do, R14, (r0+3), Z3) \
+	I8D(do, R15, (r0+4), Z4) \
+	I8D(do, R9, (r0+5), Z5)  \
+	I8D(do, DI, (r0+6), Z6)  \
+	I8D(do, R12, (r0+7), Z7)
 
 // I8MAX sets zm to max |Z0..Z7| (zt scratch).
 #define I8MAX(zm, zt) \
@@ -1279,15 +1296,13 @@ GLOBL i8rhi<>(SB), RODATA|NOPTR, $64
 	blk(15)
 
 // I8CONSTS loads what the int8 axpys' records and sums share: the byte
-// interleave (Z30), the nibble mask (Z31), the scale and q pickers
-// (Z21-Z24) and K1.
+// interleave (Z30), the nibble mask (Z31), the scale pickers (Z23, Z24)
+// and K1.
 #define I8CONSTS \
 	VMOVDQU64    i8perm<>(SB), Z30 \
 	VPBROADCASTD nib4<>(SB), Z31   \
 	VMOVDQU64    i8dlo<>(SB), Z24  \
 	VMOVDQU64    i8dhi<>(SB), Z23  \
-	VMOVDQU64    i8qlo<>(SB), Z22  \
-	VMOVDQU64    i8qhi<>(SB), Z21  \
 	MOVL         $0xff00, SI       \
 	KMOVW        SI, K1
 
@@ -1330,6 +1345,8 @@ GLOBL i8rhi<>(SB), RODATA|NOPTR, $64
 // reads behind it: ops/avx2/NOTES.md.
 TEXT ·axpyQ4i8(SB), NOSPLIT, $80-64
 	I8CONSTS
+	VMOVDQU64    i8qlo<>(SB), Z22
+	VMOVDQU64    i8qhi<>(SB), Z21
 	VMOVDQU64    i8sclo<>(SB), Z20
 	VMOVDQU64    i8schi<>(SB), Z19
 	VMOVDQU64    i8rlo<>(SB), Z18
@@ -1346,14 +1363,7 @@ i8loop:
 	MOVQ nblk+48(FP), R11
 	CMPQ R11, $16
 	JLT  i8tail
-	I8D(0, AX, 0, Z0)
-	I8D(0, DX, 1, Z1)
-	I8D(0, R13, 2, Z2)
-	I8D(0, R14, 3, Z3)
-	I8D(0, R15, 4, Z4)
-	I8D(0, R9, 5, Z5)
-	I8D(0, DI, 6, Z6)
-	I8D(0, R12, 7, Z7)
+	I8D8(0, 0)
 	I8SCALE
 	I8QUANT
 	I8CORR
@@ -1551,16 +1561,11 @@ i8done:
 
 // I16ROWS is I8ROWS with the high nibbles taken from the whole bytes:
 // Z26 gains Σ q·byte = Σ q·lo + 16·Σ q·hi and Z25 Σ q·lo, so that
-// (Z26 - Z25)/16 is the high nibbles' sum once per sixteen rows (I16HI),
-// two vector ops fewer per four rows. Z26 starts at 17·(-8·Σq), Z25 at
-// -8·Σq, which leaves each half its -8.
+// (Z26 - Z25)/16 is the high nibbles' sum, taken once per sixteen rows
+// (I16B): two vector ops fewer per four rows. Z26 starts at 17·(-8·Σq),
+// Z25 at -8·Σq, which leaves each half its -8.
 #define I16ROWS(i, p0, p1, p2, p3, q) \
-	VMOVDQU64     (2+18*i)(p0)(CX*1), X28          \
-	VINSERTI32X4  $1, (2+18*i)(p1)(CX*1), Y28, Y28 \
-	VMOVDQU64     (2+18*i)(p2)(CX*1), X29          \
-	VINSERTI32X4  $1, (2+18*i)(p3)(CX*1), Y29, Y29 \
-	VINSERTI64X4  $1, Y29, Z28, Z28                \
-	VPERMB        Z28, Z30, Z28                    \
+	I8BYTES(i, p0, p1, p2, p3)                     \
 	VPDPBUSD.BCST q, Z28, Z26                      \
 	VPANDD        Z31, Z28, Z28                    \
 	VPDPBUSD.BCST q, Z28, Z25
@@ -1590,18 +1595,6 @@ i8done:
 	VFMADD213PS  (128*i+64)(R10), Z27, Z26            \
 	VMOVUPS      Z25, (128*i)(R10)                    \
 	VMOVUPS      Z26, (128*i+64)(R10)
-
-// I16D sets Z0-Z7 to the c·d of the eight rows in AX..R12, rows r0.. of
-// the sixteen (their coef at R8).
-#define I16D(do, r0) \
-	I8D(do, AX, (r0), Z0)    \
-	I8D(do, DX, (r0+1), Z1)  \
-	I8D(do, R13, (r0+2), Z2) \
-	I8D(do, R14, (r0+3), Z3) \
-	I8D(do, R15, (r0+4), Z4) \
-	I8D(do, R9, (r0+5), Z5)  \
-	I8D(do, DI, (r0+6), Z6)  \
-	I8D(do, R12, (r0+7), Z7)
 
 // I16SAVE keeps rows 0-7's c·d (Z0-Z7) in the scratch at -512(BX);
 // I16LOAD brings them back.
@@ -1735,11 +1728,11 @@ i16group:
 	MOVQ rec+56(FP), BX
 	ADDQ $2560, BX
 	LOAD8(136)
-	I16D(0, 0)
+	I8D8(0, 0)
 	I16MAX(Z0, Z16)
 	I16SAVE
 	LOAD8(200)
-	I16D(0, 8)
+	I8D8(0, 8)
 	I16REC0
 	I16REC1
 	I16REC2(0)
