@@ -1,6 +1,7 @@
 package avx2
 
 import (
+	"encoding/binary"
 	"fmt"
 	"unsafe"
 )
@@ -46,6 +47,11 @@ type Acts struct {
 	T, Cols int
 	xs      []byte
 	ready   bool // xs matches Q
+	// totAt: token t's prepared x at &xs[t*xb] has its blocks' whole
+	// -8·Σx totAt bytes further on (prepTotals), in the slots of the
+	// per-lane ones; a fixed distance, so that the sixteen-row kernel
+	// finds them with the same offset for all of its eight tokens.
+	totAt int
 }
 
 // Set quantizes x (T rows of cols, cols a multiple of 32).
@@ -68,7 +74,7 @@ func (a *Acts) Set(x []float32, cols, T int) {
 // Tokens is a view of tokens t0..t0+n-1 of a, sharing its buffers.
 func (a *Acts) Tokens(t0, n int) Acts {
 	rb := a.Cols / 32 * q8Block
-	v := Acts{Q: a.Q[t0*rb : (t0+n)*rb], T: n, Cols: a.Cols, ready: a.ready}
+	v := Acts{Q: a.Q[t0*rb : (t0+n)*rb], T: n, Cols: a.Cols, ready: a.ready, totAt: a.totAt}
 	if a.ready {
 		xb := xsBytes(a.Cols / 32)
 		v.xs = a.xs[t0*xb : (t0+n)*xb]
@@ -79,11 +85,29 @@ func (a *Acts) Tokens(t0, n int) Acts {
 func (a *Acts) prep() {
 	nblk := a.Cols / 32
 	xb := xsBytes(nblk)
-	a.xs = grow(a.xs, a.T*xb)
+	a.totAt = a.T * xb
+	a.xs = grow(a.xs, 2*a.totAt)
 	for t := 0; t < a.T; t++ {
 		prepare(a.xs[t*xb:], a.Q[t*nblk*q8Block:], nblk)
+		prepTotals(a.xs[a.totAt+t*xb:][:xb], a.xs[t*xb:][:xb])
 	}
 	a.ready = true
+}
+
+// prepTotals writes, for each block of the prepared x xs, the sum of its
+// four lanes' -8·Σx (an exact int32) into the first of the same four
+// slots of tot: the block's whole correction, which the sixteen-row kernel
+// needs once per block and token rather than once per tile of rows.
+func prepTotals(tot, xs []byte) {
+	for g := 0; g < len(xs); g += xsGroup {
+		for c := g + 128; c < g+192; c += 16 {
+			var sum uint32
+			for l := c; l < c+16; l += 4 {
+				sum += binary.LittleEndian.Uint32(xs[l:])
+			}
+			binary.LittleEndian.PutUint32(tot[c:], sum)
+		}
+	}
 }
 
 func grow(b []byte, n int) []byte {

@@ -27,10 +27,11 @@ func gatherQ8f(out *float32, w *byte, stride int, rows *int32, n int, x *float32
 func repackQ4r16(pk *byte, w *byte, offs *int32, nblk int)
 
 // dotQ4r16's xs holds eight token addresses: a Go pointer held as uintptr
-// only for the call, while the Acts that owns it is live.
+// only for the call, while the Acts that owns it is live; each token's
+// block totals are tot bytes past its address (Acts.totAt).
 //
 //go:noescape
-func dotQ4r16(out *float32, ldo int, pk *byte, xs *uintptr, ngrp int, mask uint16, nt int)
+func dotQ4r16(out *float32, ldo int, pk *byte, xs *uintptr, ngrp int, mask uint16, nt int, tot int)
 
 // In exp_amd64.s.
 //

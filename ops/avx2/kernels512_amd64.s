@@ -77,7 +77,7 @@ ploop:
 	// int32 is exactly Σ(nibble-8)·x over its eight products: with the
 	// block's whole -8·Σx in one lane, a block whose nibbles are all 8 left
 	// lanes that cancel only in float32, wrong by ulps of d_w·d_x·Σ (found by
-	// FuzzGather). The sixteen-row kernel (q4r16_amd64.s) adds the four.
+	// FuzzGather). The sixteen-row kernel reads their sum (prepTotals).
 	VPBROADCASTW (SI), X3
 	VCVTPH2PS X3, X3
 	VMOVDQU X0, (DI)(CX*1)

@@ -44,7 +44,7 @@ func axpyQ4i16(y *float32, w *byte, stride int, rows *int32, n int, coef *float3
 }
 func gatherQ8f(out *float32, w *byte, stride int, rows *int32, n int, x *float32, nblk int) { noAsm() }
 func repackQ4r16(pk *byte, w *byte, offs *int32, nblk int)                                  { noAsm() }
-func dotQ4r16(out *float32, ldo int, pk *byte, xs *uintptr, ngrp int, mask uint16, nt int) {
+func dotQ4r16(out *float32, ldo int, pk *byte, xs *uintptr, ngrp int, mask uint16, nt int, tot int) {
 	noAsm()
 }
 func quantQ8v(dst *byte, x *float32, nblk int) { noAsm() }

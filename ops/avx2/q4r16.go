@@ -62,7 +62,7 @@ func gatherQ4r16(out []float32, ldo int, w []byte, stride int, ids []int32, a *A
 			for t := range xp {
 				xp[t] = uintptr(unsafe.Pointer(&a.xs[(t0+min(t, nt-1))*xb]))
 			}
-			dotQ4r16(&out[t0*ldo+r0], ldo, &pk[0], &xp[0], nblk/4, uint16(1<<min(16, n-r0)-1), nt)
+			dotQ4r16(&out[t0*ldo+r0], ldo, &pk[0], &xp[0], nblk/4, uint16(1<<min(16, n-r0)-1), nt, a.totAt)
 		}
 	}
 }

@@ -115,14 +115,11 @@ r16next:
 	RET
 
 // R16TOK adds token x's share of one block to f: the int32 lanes start at
-// -8·Σx (the four lanes' parts of it added, so that the unsigned nibbles
-// count as q-8), take eight broadcast quads of x, then are scaled by d_x
-// and by the rows' d_w in Z8.
+// the block's whole -8·Σx (at SI = CX + tot past x: Acts.totAt), so that
+// the unsigned nibbles count as q-8, take eight broadcast quads of x, then
+// are scaled by d_x and by the rows' d_w in Z8.
 #define R16TOK(x, f, i) \
-	VPBROADCASTD  128(x)(CX*1), i     \
-	VPADDD.BCST   132(x)(CX*1), i, i  \
-	VPADDD.BCST   136(x)(CX*1), i, i  \
-	VPADDD.BCST   140(x)(CX*1), i, i  \
+	VPBROADCASTD  128(x)(SI*1), i     \
 	VPDPBUSD.BCST 0(x)(CX*1), Z0, i   \
 	VPDPBUSD.BCST 4(x)(CX*1), Z1, i   \
 	VPDPBUSD.BCST 8(x)(CX*1), Z2, i   \
@@ -157,7 +154,8 @@ r16next:
 	R16TOK(R14, Z15, Z23)      \
 	R16TOK(R15, Z16, Z24)      \
 	ADDQ      $576, DX         \
-	ADDQ      $16, CX
+	ADDQ      $16, CX          \
+	ADDQ      $16, SI
 
 // R16STORE stores token t's sixteen rows (f) ldo past the one before,
 // unless the pass has fewer than t tokens (AX).
@@ -167,9 +165,9 @@ r16next:
 	ADDQ    BX, DI     \
 	VMOVUPS f, K1, (DI)
 
-// func dotQ4r16(out *float32, ldo int, pk *byte, xs *uintptr, ngrp int, mask uint16, nt int)
+// func dotQ4r16(out *float32, ldo int, pk *byte, xs *uintptr, ngrp int, mask uint16, nt int, tot int)
 // xs: eight prepared tokens; out: nt tokens of sixteen rows, ldo apart.
-TEXT ·dotQ4r16(SB), NOSPLIT, $0-56
+TEXT ·dotQ4r16(SB), NOSPLIT, $0-64
 	MOVQ   xs+24(FP), AX
 	MOVQ   0(AX), R8
 	MOVQ   8(AX), R9
@@ -182,6 +180,7 @@ TEXT ·dotQ4r16(SB), NOSPLIT, $0-56
 	MOVQ   pk+16(FP), DX
 	MOVQ   ngrp+32(FP), BX
 	XORQ   CX, CX
+	MOVQ   tot+56(FP), SI
 	ZERO4(Z9, Z10, Z11, Z12)
 	ZERO4(Z13, Z14, Z15, Z16)
 
@@ -191,6 +190,7 @@ r16grp:
 	R16BLK
 	R16BLK
 	ADDQ $192, CX
+	ADDQ $192, SI
 	DECQ BX
 	JNZ  r16grp
 
