@@ -50,7 +50,8 @@ type Acts struct {
 	// totAt: token t's prepared x at &xs[t*xb] has its blocks' whole
 	// -8·Σx totAt bytes further on (prepTotals), in the slots of the
 	// per-lane ones; a fixed distance, so that the sixteen-row kernel
-	// finds them with the same offset for all of its eight tokens.
+	// finds them with the same offset for all of its eight tokens. Made
+	// only for as many tokens as that kernel takes (0: none).
 	totAt int
 }
 
@@ -85,11 +86,16 @@ func (a *Acts) Tokens(t0, n int) Acts {
 func (a *Acts) prep() {
 	nblk := a.Cols / 32
 	xb := xsBytes(nblk)
-	a.totAt = a.T * xb
-	a.xs = grow(a.xs, 2*a.totAt)
+	a.totAt = 0
+	if a.T >= r16MinT {
+		a.totAt = a.T * xb
+	}
+	a.xs = grow(a.xs, a.T*xb+a.totAt)
 	for t := 0; t < a.T; t++ {
 		prepare(a.xs[t*xb:], a.Q[t*nblk*q8Block:], nblk)
-		prepTotals(a.xs[a.totAt+t*xb:][:xb], a.xs[t*xb:][:xb])
+		if a.totAt != 0 {
+			prepTotals(a.xs[a.totAt+t*xb:][:xb], a.xs[t*xb:][:xb])
+		}
 	}
 	a.ready = true
 }
@@ -151,7 +157,7 @@ func GatherQ4_0Acts(out []float32, ldo int, w []byte, rows []int32, a *Acts) {
 		a.prep()
 	}
 	stride := nblk * q4Block
-	if r16Fits(w, nblk, T) {
+	if r16Fits(w, nblk, T) && a.totAt != 0 {
 		gatherQ4r16(out, ldo, w, stride, ids, a, nblk)
 		return
 	}

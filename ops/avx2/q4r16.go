@@ -26,10 +26,13 @@ var r16Scratch = sync.Pool{New: func() any { return new([]byte) }}
 // avx512-4x4 path, which keeps the 4x4 kernel checked and measured beside it.
 var r16Off bool
 
+// r16MinT is the fewest tokens the sixteen-row kernel takes.
+const r16MinT = 8
+
 // r16Fits reports whether the sixteen-row kernel takes a call: it reads x
 // in groups of four blocks and addresses rows by int32 offsets.
 func r16Fits(w []byte, nblk, T int) bool {
-	return !r16Off && T >= 8 && nblk%4 == 0 && len(w) <= math.MaxInt32
+	return !r16Off && T >= r16MinT && nblk%4 == 0 && len(w) <= math.MaxInt32
 }
 
 // gatherQ4r16 is GatherQ4_0Acts (prepared x) by tiles of sixteen rows,
