@@ -134,3 +134,64 @@ func FuzzExpSum(f *testing.F) {
 		}
 	})
 }
+
+// fuzzFloats reads data as little-endian float32s.
+func fuzzFloats(data []byte) []float32 {
+	x := make([]float32, len(data)/4)
+	for i := range x {
+		x[i] = math.Float32frombits(binary.LittleEndian.Uint32(data[4*i:]))
+	}
+	return x
+}
+
+// FuzzDotSum: Dot and Sum on every path within the error bound of a float32
+// sum of n terms, (n+1)·2^-23 of the sum of magnitudes. Inputs keep their
+// sign, mantissa and the low seven bits of their exponent (|x| < 2, from
+// subnormals up), so that every input is finite and no sum overflows.
+func FuzzDotSum(f *testing.F) {
+	seed := make([]byte, 4*37)
+	for i := range seed {
+		seed[i] = byte(i * 37)
+	}
+	f.Add(seed)
+	f.Fuzz(func(t *testing.T, data []byte) {
+		x := fuzzFloats(data)
+		for i, v := range x {
+			x[i] = math.Float32frombits(math.Float32bits(v) &^ 0x40000000)
+		}
+		n := len(x) / 2
+		a, b := x[:n], x[n:2*n]
+		var dot, dmag, sum, smag float64
+		for i := range a {
+			p := float64(a[i]) * float64(b[i])
+			dot, dmag = dot+p, dmag+math.Abs(p)
+			sum, smag = sum+float64(a[i]), smag+math.Abs(float64(a[i]))
+		}
+		tol := float64(n+1) * 0x1p-23
+		for _, p := range paths() {
+			onPath(p, func() {
+				if d, s := float64(Dot(a, b)), float64(Sum(a)); !(math.Abs(d-dot) <= tol*dmag+1e-35) || !(math.Abs(s-sum) <= tol*smag+1e-35) {
+					t.Fatalf("%s, n=%d: Dot %g (want %g), Sum %g (want %g)", p, n, d, dot, s, sum)
+				}
+			})
+		}
+	})
+}
+
+// FuzzEncodeF16: every path's half for any float32 input is the nearest,
+// ties to even (checkHalf).
+func FuzzEncodeF16(f *testing.F) {
+	f.Add([]byte{0, 0xf0, 0x7f, 0x47, 0, 0, 0x80, 0x33, 0, 0, 0xc0, 0x7f, 1, 0, 0, 0x80})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		x := fuzzFloats(data)
+		for _, p := range paths() {
+			onPath(p, func() {
+				h := make([]uint16, len(x))
+				EncodeF16(h, x)
+				for i := range x {
+					checkHalf(t, x[i], h[i])
+				}
+			})
+		}
+	})
+}
