@@ -61,25 +61,67 @@ func LayerNorm(out, x, w, b []float32, eps float32) {
 // 2i+1 (Meta's LLaMA layout, which llama.cpp's GGUF keeps).
 func RoPE(x []float32, nHead, headDim, nRot, pos int, theta float64, neox bool) {
 	half := nRot / 2
-	inv := ropeFreqs(theta, nRot)
-	var cs, sn [128]float32
-	c, s := cs[:0], sn[:0]
-	for i := 0; i < half; i++ {
-		angle := float64(float32(pos) * inv[i])
-		c, s = append(c, float32(math.Cos(angle))), append(s, float32(math.Sin(angle)))
+	var cs, sn [ropeMax]float32
+	c, s := cs[:min(half, ropeMax)], sn[:min(half, ropeMax)]
+	if half > ropeMax {
+		c, s = make([]float32, half), make([]float32, half)
 	}
+	ropeAngles(c, s, theta, nRot, pos)
 	for h := 0; h < nHead; h++ {
-		base := h * headDim
-		for i := 0; i < half; i++ {
-			a, b := base+2*i, base+2*i+1
-			if neox {
-				a, b = base+i, base+i+half
+		v := x[h*headDim : h*headDim+nRot]
+		if neox {
+			lo, hi := v[:half], v[half:]
+			for i, x0 := range lo {
+				x1 := hi[i]
+				lo[i] = x0*c[i] - x1*s[i]
+				hi[i] = x0*s[i] + x1*c[i]
 			}
-			x0, x1 := x[a], x[b]
-			x[a] = x0*c[i] - x1*s[i]
-			x[b] = x0*s[i] + x1*c[i]
+			continue
+		}
+		for i := range c {
+			x0, x1 := v[2*i], v[2*i+1]
+			v[2*i] = x0*c[i] - x1*s[i]
+			v[2*i+1] = x0*s[i] + x1*c[i]
 		}
 	}
+}
+
+// ropeMax is the most angles a position's cache holds (heads of up to 256).
+const ropeMax = 128
+
+// ropeLast keeps the last position's cosines and sines: every layer's q
+// and k of a decode step share them, so they are made once a step rather
+// than twice a layer (64 of each per call for a 128-wide head). Callers
+// copy them out under the lock, which allocates nothing.
+var ropeLast struct {
+	sync.Mutex
+	theta     float64
+	nRot, pos int
+	cos, sin  [ropeMax]float32
+}
+
+// ropeAngles sets c and s (nRot/2 each) to the cosines and sines of
+// position pos's angles.
+func ropeAngles(c, s []float32, theta float64, nRot, pos int) {
+	fill := func(c, s []float32) {
+		for i, f := range ropeFreqs(theta, nRot) {
+			angle := float64(float32(pos) * f)
+			c[i], s[i] = float32(math.Cos(angle)), float32(math.Sin(angle))
+		}
+	}
+	if len(c) > ropeMax {
+		fill(c, s)
+		return
+	}
+	r := &ropeLast
+	r.Lock()
+	if r.theta != theta || r.nRot != nRot || r.pos != pos {
+		fill(r.cos[:len(c)], r.sin[:len(c)])
+		r.theta, r.nRot, r.pos = theta, nRot, pos
+	}
+	copy(c, r.cos[:len(c)])
+	copy(s, r.sin[:len(c)])
+	r.Unlock()
 }
 
 // ropeFreqs returns RoPE's inverse frequencies for theta and nRot, made
