@@ -427,6 +427,51 @@ func Dot(a, b []float32) float32 {
 	return dot(&a[0], &b[0], body) + dotF32s(a[body:], b[body:])
 }
 
+// SumSq64 returns Σ x[i]² accumulated in float64, as RMSNorm wants it.
+func SumSq64(x []float32) float64 {
+	body := len(x) &^ 15
+	var s float64
+	if Available && body > 0 {
+		s = sumSq64(&x[0], body)
+	} else {
+		body = 0
+	}
+	for _, v := range x[body:] {
+		s += float64(v) * float64(v)
+	}
+	return s
+}
+
+// ScaleMul sets out[i] = x[i]·s·w[i], multiplied in that order.
+func ScaleMul(out, x, w []float32, s float32) {
+	byEights("ScaleMul", out, x, w, func(n int) { scaleMul(&out[0], &x[0], &w[0], s, n) },
+		func(i int) { out[i] = x[i] * s * w[i] })
+}
+
+// Add sets out[i] = a[i] + b[i].
+func Add(out, a, b []float32) {
+	byEights("Add", out, a, b, func(n int) { addF32(&out[0], &a[0], &b[0], n) },
+		func(i int) { out[i] = a[i] + b[i] })
+}
+
+// byEights checks that a and b cover out, then runs kern over out's whole
+// eights (with the kernels) and one over each value past them.
+func byEights(name string, out, a, b []float32, kern func(n int), one func(i int)) {
+	if len(a) < len(out) || len(b) < len(out) {
+		panic(fmt.Sprintf("avx2.%s: out has %d values, the inputs %d and %d", name, len(out), len(a), len(b)))
+	}
+	body := len(out) &^ 7
+	if !Available {
+		body = 0
+	}
+	if body > 0 {
+		kern(body)
+	}
+	for i := body; i < len(out); i++ {
+		one(i)
+	}
+}
+
 // Sum returns the sum of a. It is the plain streaming read that the
 // bandwidth of the other kernels is measured against.
 func Sum(a []float32) float32 {

@@ -79,3 +79,14 @@ func dotRowsF16x4(out *float32, ldo int, w *byte, stride int, n int, x *float32,
 
 //go:noescape
 func axpyRowsF16x4(y *float32, ldy int, w *byte, stride int, n int, coef *float32, ldc int, masks uint64)
+
+// In elementwise_amd64.s (AVX2 and FMA, like the kernels of kernels_amd64.s).
+
+//go:noescape
+func sumSq64(x *float32, n int) float64
+
+//go:noescape
+func scaleMul(out, x, w *float32, s float32, n int)
+
+//go:noescape
+func addF32(out, a, b *float32, n int)

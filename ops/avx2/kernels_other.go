@@ -9,6 +9,10 @@ func noAsm() { panic("avx2: assembly kernel called without assembly") }
 func dot(a, b *float32, n int) float32 { noAsm(); return 0 }
 func sum(a *float32, n int) float32    { noAsm(); return 0 }
 
+func sumSq64(x *float32, n int) float64             { noAsm(); return 0 }
+func scaleMul(out, x, w *float32, s float32, n int) { noAsm() }
+func addF32(out, a, b *float32, n int)              { noAsm() }
+
 func gatherF32(out *float32, w *byte, stride int, rows *int32, n int, x *float32, cols int) { noAsm() }
 func gatherF16(out *float32, w *byte, stride int, rows *int32, n int, x *float32, cols int) { noAsm() }
 func axpyF32(y *float32, w *byte, stride int, rows *int32, n int, coef *float32, cols int)  { noAsm() }
