@@ -444,32 +444,30 @@ func SumSq64(x []float32) float64 {
 
 // ScaleMul sets out[i] = x[i]·s·w[i], multiplied in that order.
 func ScaleMul(out, x, w []float32, s float32) {
-	byEights("ScaleMul", out, x, w, func(n int) { scaleMul(&out[0], &x[0], &w[0], s, n) },
-		func(i int) { out[i] = x[i] * s * w[i] })
-}
-
-// Add sets out[i] = a[i] + b[i].
-func Add(out, a, b []float32) {
-	byEights("Add", out, a, b, func(n int) { addF32(&out[0], &a[0], &b[0], n) },
-		func(i int) { out[i] = a[i] + b[i] })
-}
-
-// byEights checks that a and b cover out, then runs kern over out's whole
-// eights (with the kernels) and one over each value past them.
-func byEights(name string, out, a, b []float32, kern func(n int), one func(i int)) {
-	if len(a) < len(out) || len(b) < len(out) {
-		panic(fmt.Sprintf("avx2.%s: out has %d values, the inputs %d and %d", name, len(out), len(a), len(b)))
+	if len(x) < len(out) || len(w) < len(out) {
+		panic(fmt.Sprintf("avx2.ScaleMul: out has %d values, x %d, w %d", len(out), len(x), len(w)))
 	}
 	body := len(out) &^ 7
 	if !Available {
 		body = 0
 	}
 	if body > 0 {
-		kern(body)
+		scaleMul(&out[0], &x[0], &w[0], s, body)
 	}
 	for i := body; i < len(out); i++ {
-		one(i)
+		out[i] = x[i] * s * w[i]
 	}
+}
+
+// Add sets out[i] = a[i] + b[i]; out must not be b. It is the strided
+// axpy's one row with coefficient 1, whose fused a + 1·b rounds once, as
+// the sum does.
+func Add(out, a, b []float32) {
+	if len(a) < len(out) || len(b) < len(out) {
+		panic(fmt.Sprintf("avx2.Add: out has %d values, a %d, b %d", len(out), len(a), len(b)))
+	}
+	copy(out, a)
+	AxpyF32Strided(out, b[:len(out)], len(out), []float32{1})
 }
 
 // Sum returns the sum of a. It is the plain streaming read that the

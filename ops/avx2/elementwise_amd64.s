@@ -1,8 +1,9 @@
 //go:build amd64 && !purego
 
-// The element-wise helpers of the small ops between two mat-vecs (rms_norm,
-// add): a decode step runs about a hundred of them on its caller alone,
-// which Go's scalar loops made 3-7 us each on 4096-wide rows.
+// The element-wise helpers of rms_norm, one of the small ops between two
+// mat-vecs: a decode step runs some sixty of them on its caller alone,
+// which Go's scalar loops made 3-7 us each on 4096-wide rows. (The add op
+// uses the strided axpy: Add.)
 
 #include "textflag.h"
 
@@ -65,27 +66,5 @@ smloop:
 	JMP     smloop
 
 smdone:
-	VZEROUPPER
-	RET
-
-// func addF32(out, a, b *float32, n int)
-// out[i] = a[i] + b[i], n a multiple of 8.
-TEXT ·addF32(SB), NOSPLIT, $0-32
-	MOVQ out+0(FP), DI
-	MOVQ a+8(FP), SI
-	MOVQ b+16(FP), BX
-	MOVQ n+24(FP), CX
-	XORQ DX, DX
-
-adloop:
-	CMPQ    DX, CX
-	JGE     addone
-	VMOVUPS (SI)(DX*4), Y1
-	VADDPS  (BX)(DX*4), Y1, Y1
-	VMOVUPS Y1, (DI)(DX*4)
-	ADDQ    $8, DX
-	JMP     adloop
-
-addone:
 	VZEROUPPER
 	RET

@@ -87,6 +87,3 @@ func sumSq64(x *float32, n int) float64
 
 //go:noescape
 func scaleMul(out, x, w *float32, s float32, n int)
-
-//go:noescape
-func addF32(out, a, b *float32, n int)

@@ -11,7 +11,6 @@ func sum(a *float32, n int) float32    { noAsm(); return 0 }
 
 func sumSq64(x *float32, n int) float64             { noAsm(); return 0 }
 func scaleMul(out, x, w *float32, s float32, n int) { noAsm() }
-func addF32(out, a, b *float32, n int)              { noAsm() }
 
 func gatherF32(out *float32, w *byte, stride int, rows *int32, n int, x *float32, cols int) { noAsm() }
 func gatherF16(out *float32, w *byte, stride int, rows *int32, n int, x *float32, cols int) { noAsm() }
