@@ -38,7 +38,7 @@ var (
 	cLow4    Mem // 0x0f bytes
 	cEights  Mem // 8 bytes, the q4_0 offset
 	cDupHalf Mem // VPSHUFB control: halves [a a a a b b b b] from [a b]
-	cMinus8  Mem // float32 -8
+	cMinus8  Mem // float32 -8, eight times
 )
 
 func constants() {
@@ -60,7 +60,9 @@ func constants() {
 	cMinus8 = GLOBL("minus8", RODATA|NOPTR)
 	// F32(-8) prints as $(-8), which the assembler reads as the integer -8:
 	// spell out the float's bits.
-	DATA(0, U32(0xc1000000))
+	for i := 0; i < 32; i += 4 {
+		DATA(i, U32(0xc1000000))
+	}
 }
 
 func at(base, idx reg.Register, scale uint8, disp int) Mem {
