@@ -28,6 +28,8 @@ func main() {
 	axpyDense("axpyF16", true)
 	gatherQ8()
 	gatherQ4()
+	prepQ4()
+	gatherQ4T()
 	axpyQ8()
 	axpyQ4()
 	Generate()

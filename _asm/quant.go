@@ -102,54 +102,7 @@ func gatherQ8() {
 func gatherQ4() {
 	TEXT("gatherQ4_0", NOSPLIT, "func(out *float32, w *byte, stride int, rows *int32, n int, xq *byte, nblk int, xs *byte, mid int)")
 	Pragma("noescape")
-	prologue := func() {
-		x := Load(Param("xq"), GP64())
-		xs := Load(Param("xs"), GP64())
-		cnt := Load(Param("nblk"), GP64())
-		xlo, xhi, e, corr, c2, dx := YMM(), YMM(), YMM(), YMM(), YMM(), YMM()
-		dxh := XMM()
-		VMOVDQU(cEights, e)
-		step := func(pair bool) {
-			VMOVDQU(Mem{Base: x, Disp: 2}, xlo.AsX())
-			VMOVDQU(Mem{Base: x, Disp: 18}, xhi.AsX())
-			if pair {
-				VINSERTI128(U8(1), Mem{Base: x, Disp: q8Bytes + 2}, xlo, xlo)
-				VINSERTI128(U8(1), Mem{Base: x, Disp: q8Bytes + 18}, xhi, xhi)
-			}
-			VPMADDUBSW(xlo, e, corr)
-			VPMADDUBSW(xhi, e, c2)
-			VPADDW(c2, corr, corr)
-			// d_x of a and b as [a a a a | b b b b].
-			g := GP64()
-			MOVWLZX(Mem{Base: x}, g.As32())
-			if pair {
-				h := GP64()
-				MOVWLZX(Mem{Base: x, Disp: q8Bytes}, h.As32())
-				SHLQ(U8(16), h)
-				ORQ(h, g)
-			}
-			VMOVD(g.As32(), dxh)
-			VPSHUFB(cDupHalf, dxh, dxh)
-			VCVTPH2PS(dxh, dx)
-			VMOVDQU(xlo, Mem{Base: xs})
-			VMOVDQU(xhi, Mem{Base: xs, Disp: 32})
-			VMOVDQU(corr, Mem{Base: xs, Disp: 64})
-			VMOVUPS(dx, Mem{Base: xs, Disp: 96})
-		}
-		Label("gatherQ4_0_xpairs")
-		CMPQ(cnt, U8(2))
-		JLT(LabelRef("gatherQ4_0_xsingle"))
-		step(true)
-		ADDQ(U8(128), xs)
-		ADDQ(U8(2*q8Bytes), x)
-		SUBQ(U8(2), cnt)
-		JMP(LabelRef("gatherQ4_0_xpairs"))
-		Label("gatherQ4_0_xsingle")
-		CMPQ(cnt, U8(0))
-		JEQ(LabelRef("gatherQ4_0_xdone"))
-		step(false)
-		Label("gatherQ4_0_xdone")
-	}
+	prologue := func() { prepX("gatherQ4_0") }
 	driveWith("gatherQ4_0", prologue, func(rc *rowCtx) {
 		acc := make([]reg.VecVirtual, rc.R)
 		for i := range acc {
@@ -218,6 +171,59 @@ func gatherQ4() {
 		Label(rc.label("fin"))
 		storeSums(rc, acc)
 	})
+}
+
+// prepX writes what every row's step reads of x (params xq, xs, nblk) into
+// xs: per pair of blocks 128 bytes, the low and high halves of both blocks'
+// x as [a | b], their -Σ8x as int16 pairs, and d_x as [a a a a | b b b b].
+// Labels are prefixed by name.
+func prepX(name string) {
+	x := Load(Param("xq"), GP64())
+	xs := Load(Param("xs"), GP64())
+	cnt := Load(Param("nblk"), GP64())
+	xlo, xhi, e, corr, c2, dx := YMM(), YMM(), YMM(), YMM(), YMM(), YMM()
+	dxh := XMM()
+	VMOVDQU(cEights, e)
+	step := func(pair bool) {
+		VMOVDQU(Mem{Base: x, Disp: 2}, xlo.AsX())
+		VMOVDQU(Mem{Base: x, Disp: 18}, xhi.AsX())
+		if pair {
+			VINSERTI128(U8(1), Mem{Base: x, Disp: q8Bytes + 2}, xlo, xlo)
+			VINSERTI128(U8(1), Mem{Base: x, Disp: q8Bytes + 18}, xhi, xhi)
+		}
+		VPMADDUBSW(xlo, e, corr)
+		VPMADDUBSW(xhi, e, c2)
+		VPADDW(c2, corr, corr)
+		// d_x of a and b as [a a a a | b b b b].
+		g := GP64()
+		MOVWLZX(Mem{Base: x}, g.As32())
+		if pair {
+			h := GP64()
+			MOVWLZX(Mem{Base: x, Disp: q8Bytes}, h.As32())
+			SHLQ(U8(16), h)
+			ORQ(h, g)
+		}
+		VMOVD(g.As32(), dxh)
+		VPSHUFB(cDupHalf, dxh, dxh)
+		VCVTPH2PS(dxh, dx)
+		VMOVDQU(xlo, Mem{Base: xs})
+		VMOVDQU(xhi, Mem{Base: xs, Disp: 32})
+		VMOVDQU(corr, Mem{Base: xs, Disp: 64})
+		VMOVUPS(dx, Mem{Base: xs, Disp: 96})
+	}
+	Label(name + "_xpairs")
+	CMPQ(cnt, U8(2))
+	JLT(LabelRef(name + "_xsingle"))
+	step(true)
+	ADDQ(U8(128), xs)
+	ADDQ(U8(2*q8Bytes), x)
+	SUBQ(U8(2), cnt)
+	JMP(LabelRef(name + "_xpairs"))
+	Label(name + "_xsingle")
+	CMPQ(cnt, U8(0))
+	JEQ(LabelRef(name + "_xdone"))
+	step(false)
+	Label(name + "_xdone")
 }
 
 // bothEnds is gatherQ4's pair loop for scattered rows (mid != 0): each

@@ -293,6 +293,40 @@ func GatherQ4_0(out []float32, w []byte, cols int, rows []int32, xq []byte) {
 	q4Scratch.Put(xs)
 }
 
+// gatherQ4Tokens is GatherQ4_0Acts on AVX2, for four tokens or more: each
+// token's x is prepared once, then a tile of rows small enough to stay in
+// L2 meets every group of four tokens (gatherQ4x4, which unpacks each
+// weight block once for the four). A last group of fewer tokens is the
+// last four tokens again, and an odd last row of a tile the last two rows
+// again: the outputs they share come out the same.
+func gatherQ4Tokens(out []float32, ldo int, w []byte, ids []int32, a *Acts, nblk int) {
+	T, n := a.T, len(ids)
+	xsb, rb, stride := nblk/2*128, nblk*q8Block, nblk*q4Block
+	buf := q4Scratch.Get().(*[]byte)
+	*buf = grow(*buf, T*xsb)
+	xs := *buf
+	for t := 0; t < T; t++ {
+		prepQ4x2(&xs[t*xsb], &a.Q[t*rb], nblk)
+	}
+	call := func(r0, m, t0 int) {
+		gatherQ4x4(&out[t0*ldo+r0], ldo, unsafe.SliceData(w), stride, &ids[r0], m, &xs[t0*xsb], xsb, nblk)
+	}
+	tile := max(2, (128<<10)/stride&^1)
+	for r0 := 0; r0 < n; r0 += tile {
+		r1 := min(n, r0+tile)
+		for t := 0; t < T; t += 4 {
+			t0 := min(t, T-4)
+			if m := (r1 - r0) &^ 1; m > 0 {
+				call(r0, m, t0)
+			}
+			if (r1-r0)%2 != 0 {
+				call(r1-2, 2, t0)
+			}
+		}
+	}
+	q4Scratch.Put(buf)
+}
+
 // q4Scratch holds the per-call x tables of the q4_0 gather, pooled so that
 // steady-state calls allocate nothing.
 var q4Scratch = sync.Pool{New: func() any { return new([]byte) }}

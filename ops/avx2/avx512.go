@@ -148,6 +148,10 @@ func GatherQ4_0Acts(out []float32, ldo int, w []byte, rows []int32, a *Acts) {
 	}
 	nblk := cols / 32
 	if !AVX512 || !Available {
+		if Available && T >= 4 && nblk%2 == 0 && n >= 2 {
+			gatherQ4Tokens(out, ldo, w, ids, a, nblk)
+			return
+		}
 		for t := 0; t < T; t++ {
 			GatherQ4_0(out[t*ldo:][:n], w, cols, ids, a.Q[t*rb:(t+1)*rb])
 		}

@@ -29,6 +29,12 @@ func gatherQ8_0(out *float32, w *byte, stride int, rows *int32, n int, xq *byte,
 func gatherQ4_0(out *float32, w *byte, stride int, rows *int32, n int, xq *byte, nblk int, xs *byte, mid int)
 
 //go:noescape
+func prepQ4x2(xs *byte, xq *byte, nblk int)
+
+//go:noescape
+func gatherQ4x4(out *float32, ldo int, w *byte, stride int, rows *int32, n int, xs *byte, xsb int, nblk int)
+
+//go:noescape
 func axpyQ8_0(y *float32, w *byte, stride int, rows *int32, n int, coef *float32, nblk int)
 
 //go:noescape

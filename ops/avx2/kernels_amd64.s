@@ -2011,6 +2011,226 @@ gatherQ4_0_r1_done:
 	VZEROUPPER
 	RET
 
+// func prepQ4x2(xs *byte, xq *byte, nblk int)
+// Requires: AVX, AVX2, F16C
+TEXT ·prepQ4x2(SB), NOSPLIT, $0-24
+	MOVQ    xq+8(FP), AX
+	MOVQ    xs+0(FP), CX
+	MOVQ    nblk+16(FP), DX
+	VMOVDQU eights<>+0(SB), Y2
+
+prepQ4x2_xpairs:
+	CMPQ        DX, $0x02
+	JLT         prepQ4x2_xsingle
+	VMOVDQU     2(AX), X0
+	VMOVDQU     18(AX), X1
+	VINSERTI128 $0x01, 36(AX), Y0, Y0
+	VINSERTI128 $0x01, 52(AX), Y1, Y1
+	VPMADDUBSW  Y0, Y2, Y3
+	VPMADDUBSW  Y1, Y2, Y4
+	VPADDW      Y4, Y3, Y3
+	MOVWLZX     (AX), BX
+	MOVWLZX     34(AX), SI
+	SHLQ        $0x10, SI
+	ORQ         SI, BX
+	VMOVD       BX, X4
+	VPSHUFB     duphalf<>+0(SB), X4, X4
+	VCVTPH2PS   X4, Y4
+	VMOVDQU     Y0, (CX)
+	VMOVDQU     Y1, 32(CX)
+	VMOVDQU     Y3, 64(CX)
+	VMOVUPS     Y4, 96(CX)
+	ADDQ        $0x80, CX
+	ADDQ        $0x44, AX
+	SUBQ        $0x02, DX
+	JMP         prepQ4x2_xpairs
+
+prepQ4x2_xsingle:
+	CMPQ       DX, $0x00
+	JEQ        prepQ4x2_xdone
+	VMOVDQU    2(AX), X0
+	VMOVDQU    18(AX), X1
+	VPMADDUBSW Y0, Y2, Y3
+	VPMADDUBSW Y1, Y2, Y4
+	VPADDW     Y4, Y3, Y3
+	MOVWLZX    (AX), AX
+	VMOVD      AX, X4
+	VPSHUFB    duphalf<>+0(SB), X4, X4
+	VCVTPH2PS  X4, Y4
+	VMOVDQU    Y0, (CX)
+	VMOVDQU    Y1, 32(CX)
+	VMOVDQU    Y3, 64(CX)
+	VMOVUPS    Y4, 96(CX)
+
+prepQ4x2_xdone:
+	RET
+
+// func gatherQ4x4(out *float32, ldo int, w *byte, stride int, rows *int32, n int, xs *byte, xsb int, nblk int)
+// Requires: AVX, AVX2, F16C, FMA3
+TEXT ·gatherQ4x4(SB), NOSPLIT, $0-72
+	XORQ AX, AX
+
+gatherQ4x4_rows:
+	LEAQ    2(AX), CX
+	MOVQ    n+40(FP), DX
+	CMPQ    CX, DX
+	JGT     gatherQ4x4_done
+	MOVQ    rows+32(FP), CX
+	MOVQ    w+16(FP), DX
+	MOVQ    stride+24(FP), BX
+	MOVLQSX (CX)(AX*4), SI
+	IMULQ   BX, SI
+	ADDQ    DX, SI
+	MOVLQSX 4(CX)(AX*4), CX
+	IMULQ   BX, CX
+	ADDQ    DX, CX
+	MOVQ    xsb+56(FP), DX
+	MOVQ    xs+48(FP), BX
+	LEAQ    (BX)(DX*1), DI
+	LEAQ    (DI)(DX*1), R8
+	LEAQ    (R8)(DX*1), DX
+	VXORPS  Y0, Y0, Y0
+	VXORPS  Y1, Y1, Y1
+	VXORPS  Y2, Y2, Y2
+	VXORPS  Y3, Y3, Y3
+	VXORPS  Y4, Y4, Y4
+	VXORPS  Y5, Y5, Y5
+	VXORPS  Y6, Y6, Y6
+	VXORPS  Y7, Y7, Y7
+	VMOVDQU ones16<>+0(SB), Y8
+	MOVQ    nblk+64(FP), R9
+	XORQ    R10, R10
+
+gatherQ4x4_pairs:
+	CMPQ        R9, $0x00
+	JEQ         gatherQ4x4_store
+	VPXOR       X9, X9, X9
+	VPINSRW     $0x00, (SI)(R10*1), X9, X9
+	VPINSRW     $0x04, 18(SI)(R10*1), X9, X9
+	VPINSRW     $0x01, (CX)(R10*1), X9, X9
+	VPINSRW     $0x05, 18(CX)(R10*1), X9, X9
+	VCVTPH2PS   X9, Y9
+	VMOVDQU     2(SI)(R10*1), X10
+	VINSERTI128 $0x01, 20(SI)(R10*1), Y10, Y10
+	VPSRLW      $0x04, Y10, Y11
+	VPAND       low4<>+0(SB), Y10, Y10
+	VPAND       low4<>+0(SB), Y11, Y11
+	VPERMILPS   $0x00, Y9, Y12
+	VPMADDUBSW  (BX), Y10, Y13
+	VPMADDUBSW  32(BX), Y11, Y14
+	VPADDW      Y14, Y13, Y13
+	VPSUBW      64(BX), Y13, Y13
+	VPMADDWD    Y8, Y13, Y13
+	VCVTDQ2PS   Y13, Y13
+	VMULPS      96(BX), Y12, Y14
+	VFMADD231PS Y14, Y13, Y0
+	VPMADDUBSW  (DI), Y10, Y13
+	VPMADDUBSW  32(DI), Y11, Y14
+	VPADDW      Y14, Y13, Y13
+	VPSUBW      64(DI), Y13, Y13
+	VPMADDWD    Y8, Y13, Y13
+	VCVTDQ2PS   Y13, Y13
+	VMULPS      96(DI), Y12, Y14
+	VFMADD231PS Y14, Y13, Y1
+	VPMADDUBSW  (R8), Y10, Y13
+	VPMADDUBSW  32(R8), Y11, Y14
+	VPADDW      Y14, Y13, Y13
+	VPSUBW      64(R8), Y13, Y13
+	VPMADDWD    Y8, Y13, Y13
+	VCVTDQ2PS   Y13, Y13
+	VMULPS      96(R8), Y12, Y14
+	VFMADD231PS Y14, Y13, Y2
+	VPMADDUBSW  (DX), Y10, Y13
+	VPMADDUBSW  32(DX), Y11, Y11
+	VPADDW      Y11, Y13, Y13
+	VPSUBW      64(DX), Y13, Y13
+	VPMADDWD    Y8, Y13, Y13
+	VCVTDQ2PS   Y13, Y13
+	VMULPS      96(DX), Y12, Y11
+	VFMADD231PS Y11, Y13, Y3
+	VMOVDQU     2(CX)(R10*1), X15
+	VINSERTI128 $0x01, 20(CX)(R10*1), Y15, Y15
+	VPSRLW      $0x04, Y15, Y11
+	VPAND       low4<>+0(SB), Y15, Y15
+	VPAND       low4<>+0(SB), Y11, Y11
+	VPERMILPS   $0x55, Y9, Y9
+	VPMADDUBSW  (BX), Y15, Y12
+	VPMADDUBSW  32(BX), Y11, Y13
+	VPADDW      Y13, Y12, Y12
+	VPSUBW      64(BX), Y12, Y12
+	VPMADDWD    Y8, Y12, Y12
+	VCVTDQ2PS   Y12, Y12
+	VMULPS      96(BX), Y9, Y13
+	VFMADD231PS Y13, Y12, Y4
+	VPMADDUBSW  (DI), Y15, Y12
+	VPMADDUBSW  32(DI), Y11, Y13
+	VPADDW      Y13, Y12, Y12
+	VPSUBW      64(DI), Y12, Y12
+	VPMADDWD    Y8, Y12, Y12
+	VCVTDQ2PS   Y12, Y12
+	VMULPS      96(DI), Y9, Y13
+	VFMADD231PS Y13, Y12, Y5
+	VPMADDUBSW  (R8), Y15, Y12
+	VPMADDUBSW  32(R8), Y11, Y13
+	VPADDW      Y13, Y12, Y12
+	VPSUBW      64(R8), Y12, Y12
+	VPMADDWD    Y8, Y12, Y12
+	VCVTDQ2PS   Y12, Y12
+	VMULPS      96(R8), Y9, Y13
+	VFMADD231PS Y13, Y12, Y6
+	VPMADDUBSW  (DX), Y15, Y12
+	VPMADDUBSW  32(DX), Y11, Y11
+	VPADDW      Y11, Y12, Y12
+	VPSUBW      64(DX), Y12, Y12
+	VPMADDWD    Y8, Y12, Y12
+	VCVTDQ2PS   Y12, Y12
+	VMULPS      96(DX), Y9, Y9
+	VFMADD231PS Y9, Y12, Y7
+	ADDQ        $0x80, BX
+	ADDQ        $0x80, DI
+	ADDQ        $0x80, R8
+	ADDQ        $0x80, DX
+	ADDQ        $0x24, R10
+	SUBQ        $0x02, R9
+	JMP         gatherQ4x4_pairs
+
+gatherQ4x4_store:
+	MOVQ         out+0(FP), CX
+	MOVQ         ldo+8(FP), DX
+	SHLQ         $0x02, DX
+	LEAQ         (CX)(AX*4), CX
+	VHADDPS      Y1, Y0, Y0
+	VHADDPS      Y3, Y2, Y1
+	VHADDPS      Y1, Y0, Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X1
+	MOVQ         CX, BX
+	VMOVSS       X1, (BX)
+	ADDQ         DX, BX
+	VEXTRACTPS   $0x01, X1, (BX)
+	ADDQ         DX, BX
+	VEXTRACTPS   $0x02, X1, (BX)
+	ADDQ         DX, BX
+	VEXTRACTPS   $0x03, X1, (BX)
+	VHADDPS      Y5, Y4, Y0
+	VHADDPS      Y7, Y6, Y1
+	VHADDPS      Y1, Y0, Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X1
+	VMOVSS       X1, 4(CX)
+	ADDQ         DX, CX
+	VEXTRACTPS   $0x01, X1, 4(CX)
+	ADDQ         DX, CX
+	VEXTRACTPS   $0x02, X1, 4(CX)
+	ADDQ         DX, CX
+	VEXTRACTPS   $0x03, X1, 4(CX)
+	ADDQ         $0x02, AX
+	JMP          gatherQ4x4_rows
+
+gatherQ4x4_done:
+	VZEROUPPER
+	RET
+
 // func axpyQ8_0(y *float32, w *byte, stride int, rows *int32, n int, coef *float32, nblk int)
 // Requires: AVX, AVX2, CMOV, F16C, FMA3, MMX+
 TEXT ·axpyQ8_0(SB), NOSPLIT, $72-56
