@@ -533,11 +533,16 @@ func QuantizeQ8(dst []byte, x []float32) {
 	quantize(dst, x)
 }
 
-// quantize is QuantizeQ8 unchecked: the AVX-512 kernel or the portable one,
-// which round alike.
+// quantize is QuantizeQ8 unchecked: the AVX-512 kernel, the AVX2 one or the
+// portable one, which round alike.
 func quantize(dst []byte, x []float32) {
-	if AVX512 && Available && len(x) > 0 {
+	switch {
+	case len(x) == 0 || !Available:
+	case AVX512:
 		quantQ8v(&dst[0], &x[0], len(x)/32)
+		return
+	default:
+		quantQ8a(&dst[0], &x[0], len(x)/32)
 		return
 	}
 	quantizeQ8(dst, x)

@@ -80,6 +80,11 @@ func dotRowsF16x4(out *float32, ldo int, w *byte, stride int, n int, x *float32,
 //go:noescape
 func axpyRowsF16x4(y *float32, ldy int, w *byte, stride int, n int, coef *float32, ldc int, masks uint64)
 
+// In quant_amd64.s (AVX2 and F16C): quantQ8v's twin for CPUs without AVX-512.
+
+//go:noescape
+func quantQ8a(dst *byte, x *float32, nblk int)
+
 // In elementwise_amd64.s (AVX2 and FMA, like the kernels of kernels_amd64.s).
 
 //go:noescape
