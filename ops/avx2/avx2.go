@@ -389,9 +389,9 @@ func AxpyQ8_0(y []float32, w []byte, cols int, rows []int32, coef []float32) {
 	axpyQ8_0(&y[0], unsafe.SliceData(w), cols/32*q8Block, &ids[0], len(ids), &coef[0], cols/32)
 }
 
-// int8Axpy selects the int8 kernels for AVX-512's q4_0 axpy;
+// int8Axpy selects the int8 kernels of the q4_0 axpy, AVX-512's and AVX2's;
 // BenchmarkAxpyQ4Int8 clears it to measure the f32 kernel beside them.
-// int16Rows selects their sixteen-row form (axpyQ4i16) where a row's
+// int16Rows selects AVX-512's sixteen-row form (axpyQ4i16) where a row's
 // blocks come in sixteens: one thread, hot 22-27 against 21-23 GB/s; two
 // threads over all rows 1.5% faster in the host's slow state and 15% in
 // its fast one, where decode gains 1-2.5% (ops/avx2/NOTES.md). The tests
@@ -406,7 +406,8 @@ func i8Rec(nblk int) int { return 2560 + 448*(nblk/16+1) }
 
 // AxpyQ4_0 is AxpyF32 over q4_0 rows. With AVX-512 the coefficients of
 // each eight rows (axpyQ4i8; sixteen, axpyQ4i16, when int16Rows is set and
-// a row's blocks come in sixteens) are rounded to int8 per block with one
+// a row's blocks come in sixteens), and with AVX2 those of each sixteen
+// neighbouring rows (axpyQ4i16a), are rounded to int8 per block with one
 // scale, as precise as the q8_0 activations of the mat-vecs (a q8_0 block
 // has 32).
 func AxpyQ4_0(y []float32, w []byte, cols int, rows []int32, coef []float32) {
@@ -446,7 +447,23 @@ func AxpyQ4_0(y []float32, w []byte, cols int, rows []int32, coef []float32) {
 		}
 		return
 	}
-	axpyQ4_0(&y[0], unsafe.SliceData(w), stride, &ids[0], len(ids), &coef[0], nblk)
+	// AVX2: for a run of neighbouring rows (a dense FFN's down projection)
+	// whole sixteens with int8 coefficients (axpyQ4i16a), the rest in f32.
+	// Scattered rows stay in f32: there the int8 kernel, whose phases
+	// read each sixteen rows in turn, lost from memory (ops/avx2/NOTES.md).
+	n16 := 0
+	if int8Axpy && scattered(ids) == 0 {
+		n16 = len(ids) &^ 15
+	}
+	if n16 > 0 {
+		rec := q4Scratch.Get().(*[]byte)
+		*rec = grow(*rec, 256+64*nblk)
+		axpyQ4i16a(&y[0], unsafe.SliceData(w), stride, &ids[0], n16, &coef[0], nblk, &(*rec)[0])
+		q4Scratch.Put(rec)
+	}
+	if n16 < len(ids) {
+		axpyQ4_0(&y[0], unsafe.SliceData(w), stride, &ids[n16], len(ids)-n16, &coef[n16], nblk)
+	}
 }
 
 // Dot returns a · b; the lengths must match.

@@ -205,7 +205,7 @@ func checkAxpyRef(t *testing.T, k kind, got, y0 []float32, w []byte, cols int, r
 			}
 		}
 	}
-	if k == kQ4 && AVX512 && Available {
+	if k == kQ4 && Available {
 		for j, a := range i8Allowance(w, cols, ids, coef) {
 			mag[j] += a / relTol(k)
 		}

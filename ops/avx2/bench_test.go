@@ -479,8 +479,8 @@ func BenchmarkLatency(b *testing.B) {
 // f32 one (axpyQ4v) they replaced, one after the other, on L2-resident rows
 // (hot) and on 10% and 100% of rows from memory.
 func BenchmarkAxpyQ4Int8(b *testing.B) {
-	if !has512Init {
-		b.Skip("needs AVX-512")
+	if !hasAVX2 {
+		b.Skip("needs AVX2")
 	}
 	r := rand.New(rand.NewPCG(7, 7))
 	coef := randVec(r, benchRows)

@@ -80,6 +80,11 @@ func dotRowsF16x4(out *float32, ldo int, w *byte, stride int, n int, x *float32,
 //go:noescape
 func axpyRowsF16x4(y *float32, ldy int, w *byte, stride int, n int, coef *float32, ldc int, masks uint64)
 
+// In axpyi8_amd64.s (AVX2): the int8 q4_0 axpy for CPUs without AVX-512.
+
+//go:noescape
+func axpyQ4i16a(y *float32, w *byte, stride int, rows *int32, n int, coef *float32, nblk int, rec *byte)
+
 // In quant_amd64.s (AVX2 and F16C): quantQ8v's twin for CPUs without AVX-512.
 
 //go:noescape
