@@ -127,16 +127,7 @@ func driveWith(fn string, prologue func(), body func(rc *rowCtx)) {
 		LEAQ(Mem{Base: k, Disp: R}, end)
 		CMPQ(end, n)
 		JGT(LabelRef(lab("done")))
-		rows := Load(Param("rows"), GP64())
-		w := Load(Param("w"), GP64())
-		stride := Load(Param("stride"), GP64())
-		p := make([]reg.GPVirtual, R)
-		for i := range p {
-			p[i] = GP64()
-			MOVLQSX(at(rows, k, 4, 4*i), p[i])
-			IMULQ(stride, p[i])
-			ADDQ(w, p[i])
-		}
+		p, rows, w, stride := rowPointers(k, R)
 		if R == 4 {
 			last := GP64()
 			LEAQ(Mem{Base: n, Disp: -1}, last)
@@ -162,6 +153,22 @@ func driveWith(fn string, prologue func(), body func(rc *rowCtx)) {
 	}
 	VZEROUPPER()
 	RET()
+}
+
+// rowPointers loads params rows, w and stride and returns the addresses of
+// rows[k..k+R-1] (with those params' registers).
+func rowPointers(k reg.Register, R int) (p []reg.GPVirtual, rows, w, stride reg.Register) {
+	rows = Load(Param("rows"), GP64())
+	w = Load(Param("w"), GP64())
+	stride = Load(Param("stride"), GP64())
+	p = make([]reg.GPVirtual, R)
+	for i := range p {
+		p[i] = GP64()
+		MOVLQSX(at(rows, k, 4, 4*i), p[i])
+		IMULQ(stride, p[i])
+		ADDQ(w, p[i])
+	}
+	return p, rows, w, stride
 }
 
 // hsum4 reduces four accumulators to one xmm of their four sums.

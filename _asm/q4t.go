@@ -31,16 +31,7 @@ func gatherQ4T() {
 	LEAQ(Mem{Base: k, Disp: R}, end)
 	CMPQ(end, Load(Param("n"), GP64()))
 	JGT(LabelRef("gatherQ4x4_done"))
-	rows := Load(Param("rows"), GP64())
-	w := Load(Param("w"), GP64())
-	stride := Load(Param("stride"), GP64())
-	p := make([]reg.GPVirtual, R)
-	for r := range p {
-		p[r] = GP64()
-		MOVLQSX(at(rows, k, 4, 4*r), p[r])
-		IMULQ(stride, p[r])
-		ADDQ(w, p[r])
-	}
+	p, _, _, _ := rowPointers(k, R)
 	xsb := Load(Param("xsb"), GP64())
 	x := make([]reg.Register, T)
 	x[0] = Load(Param("xs"), GP64())

@@ -286,14 +286,16 @@ func axpyScales(rc *rowCtx, cf reg.Register, woff reg.Register) {
 	VMOVUPS(sv, rc.scratch)
 }
 
+// loadCoefs returns the group's coefficients as [c0 c1 c2 c3 | c0 c1 c2 c3]
+// (one row: c0 everywhere).
 func loadCoefs(rc *rowCtx) reg.VecVirtual {
 	coef := Load(Param("coef"), GP64())
 	k := rc.k()
-	cf := XMM()
+	cf := YMM()
 	if rc.R == 4 {
-		VMOVUPS(at(coef, k, 4, 0), cf)
+		VBROADCASTF128(at(coef, k, 4, 0), cf)
 	} else {
-		VMOVSS(at(coef, k, 4, 0), cf)
+		VBROADCASTSS(at(coef, k, 4, 0), cf)
 	}
 	return cf
 }
@@ -304,7 +306,7 @@ func axpyQuant(name string, blockBytes int, row func(p, woff reg.Register, s reg
 	TEXT(name, NOSPLIT, axpySig)
 	Pragma("noescape")
 	drive(name, func(rc *rowCtx) {
-		cf := loadCoefs(rc)
+		cf := loadCoefs(rc).AsX()
 		y := Load(Param("y"), GP64())
 		cnt := Load(Param("nblk"), GP64())
 		woff := GP64()
@@ -355,14 +357,7 @@ func axpyQ4() {
 	TEXT("axpyQ4_0", NOSPLIT, axpySig)
 	Pragma("noescape")
 	drive("axpyQ4_0", func(rc *rowCtx) {
-		coef := Load(Param("coef"), GP64())
-		k := rc.k()
-		cf := YMM()
-		if rc.R == 4 {
-			VBROADCASTF128(at(coef, k, 4, 0), cf)
-		} else {
-			VBROADCASTSS(at(coef, k, 4, 0), cf)
-		}
+		cf := loadCoefs(rc)
 		y := Load(Param("y"), GP64())
 		cnt := Load(Param("nblk"), GP64())
 		woff := GP64()

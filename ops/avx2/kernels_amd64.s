@@ -2237,61 +2237,61 @@ TEXT ·axpyQ8_0(SB), NOSPLIT, $72-56
 	MOVQ $0x00000000, (SP)
 
 axpyQ8_0_r4_group:
-	MOVQ    (SP), AX
-	MOVQ    n+32(FP), CX
-	LEAQ    4(AX), DX
-	CMPQ    DX, CX
-	JGT     axpyQ8_0_r4_done
-	MOVQ    rows+24(FP), DX
-	MOVQ    w+8(FP), BX
-	MOVQ    stride+16(FP), SI
-	MOVLQSX (DX)(AX*4), DI
-	IMULQ   SI, DI
-	ADDQ    BX, DI
-	MOVLQSX 4(DX)(AX*4), R8
-	IMULQ   SI, R8
-	ADDQ    BX, R8
-	MOVLQSX 8(DX)(AX*4), R9
-	IMULQ   SI, R9
-	ADDQ    BX, R9
-	MOVLQSX 12(DX)(AX*4), R10
-	IMULQ   SI, R10
-	ADDQ    BX, R10
-	LEAQ    -1(CX), CX
-	LEAQ    8(AX), R11
-	CMPQ    R11, CX
-	CMOVQGT CX, R11
-	MOVLQSX (DX)(R11*4), R11
-	IMULQ   SI, R11
-	ADDQ    BX, R11
-	MOVQ    R11, 8(SP)
-	LEAQ    9(AX), R11
-	CMPQ    R11, CX
-	CMOVQGT CX, R11
-	MOVLQSX (DX)(R11*4), R11
-	IMULQ   SI, R11
-	ADDQ    BX, R11
-	MOVQ    R11, 16(SP)
-	LEAQ    10(AX), R11
-	CMPQ    R11, CX
-	CMOVQGT CX, R11
-	MOVLQSX (DX)(R11*4), R11
-	IMULQ   SI, R11
-	ADDQ    BX, R11
-	MOVQ    R11, 24(SP)
-	LEAQ    11(AX), AX
-	CMPQ    AX, CX
-	CMOVQGT CX, AX
-	MOVLQSX (DX)(AX*4), AX
-	IMULQ   SI, AX
-	ADDQ    BX, AX
-	MOVQ    AX, 32(SP)
-	MOVQ    coef+40(FP), AX
-	MOVQ    (SP), CX
-	VMOVUPS (AX)(CX*4), X0
-	MOVQ    y+0(FP), AX
-	MOVQ    nblk+48(FP), CX
-	XORQ    DX, DX
+	MOVQ           (SP), AX
+	MOVQ           n+32(FP), CX
+	LEAQ           4(AX), DX
+	CMPQ           DX, CX
+	JGT            axpyQ8_0_r4_done
+	MOVQ           rows+24(FP), DX
+	MOVQ           w+8(FP), BX
+	MOVQ           stride+16(FP), SI
+	MOVLQSX        (DX)(AX*4), DI
+	IMULQ          SI, DI
+	ADDQ           BX, DI
+	MOVLQSX        4(DX)(AX*4), R8
+	IMULQ          SI, R8
+	ADDQ           BX, R8
+	MOVLQSX        8(DX)(AX*4), R9
+	IMULQ          SI, R9
+	ADDQ           BX, R9
+	MOVLQSX        12(DX)(AX*4), R10
+	IMULQ          SI, R10
+	ADDQ           BX, R10
+	LEAQ           -1(CX), CX
+	LEAQ           8(AX), R11
+	CMPQ           R11, CX
+	CMOVQGT        CX, R11
+	MOVLQSX        (DX)(R11*4), R11
+	IMULQ          SI, R11
+	ADDQ           BX, R11
+	MOVQ           R11, 8(SP)
+	LEAQ           9(AX), R11
+	CMPQ           R11, CX
+	CMOVQGT        CX, R11
+	MOVLQSX        (DX)(R11*4), R11
+	IMULQ          SI, R11
+	ADDQ           BX, R11
+	MOVQ           R11, 16(SP)
+	LEAQ           10(AX), R11
+	CMPQ           R11, CX
+	CMOVQGT        CX, R11
+	MOVLQSX        (DX)(R11*4), R11
+	IMULQ          SI, R11
+	ADDQ           BX, R11
+	MOVQ           R11, 24(SP)
+	LEAQ           11(AX), AX
+	CMPQ           AX, CX
+	CMOVQGT        CX, AX
+	MOVLQSX        (DX)(AX*4), AX
+	IMULQ          SI, AX
+	ADDQ           BX, AX
+	MOVQ           AX, 32(SP)
+	MOVQ           coef+40(FP), AX
+	MOVQ           (SP), CX
+	VBROADCASTF128 (AX)(CX*4), Y0
+	MOVQ           y+0(FP), AX
+	MOVQ           nblk+48(FP), CX
+	XORQ           DX, DX
 
 axpyQ8_0_r4_loop:
 	CMPQ         CX, $0x00
@@ -2391,23 +2391,23 @@ axpyQ8_0_r4_fin:
 
 axpyQ8_0_r4_done:
 axpyQ8_0_r1_group:
-	MOVQ    (SP), AX
-	MOVQ    n+32(FP), CX
-	LEAQ    1(AX), DX
-	CMPQ    DX, CX
-	JGT     axpyQ8_0_r1_done
-	MOVQ    rows+24(FP), CX
-	MOVQ    w+8(FP), DX
-	MOVQ    stride+16(FP), BX
-	MOVLQSX (CX)(AX*4), AX
-	IMULQ   BX, AX
-	ADDQ    DX, AX
-	MOVQ    coef+40(FP), CX
-	MOVQ    (SP), DX
-	VMOVSS  (CX)(DX*4), X0
-	MOVQ    y+0(FP), CX
-	MOVQ    nblk+48(FP), DX
-	XORQ    BX, BX
+	MOVQ         (SP), AX
+	MOVQ         n+32(FP), CX
+	LEAQ         1(AX), DX
+	CMPQ         DX, CX
+	JGT          axpyQ8_0_r1_done
+	MOVQ         rows+24(FP), CX
+	MOVQ         w+8(FP), DX
+	MOVQ         stride+16(FP), BX
+	MOVLQSX      (CX)(AX*4), AX
+	IMULQ        BX, AX
+	ADDQ         DX, AX
+	MOVQ         coef+40(FP), CX
+	MOVQ         (SP), DX
+	VBROADCASTSS (CX)(DX*4), Y0
+	MOVQ         y+0(FP), CX
+	MOVQ         nblk+48(FP), DX
+	XORQ         BX, BX
 
 axpyQ8_0_r1_loop:
 	CMPQ         DX, $0x00
