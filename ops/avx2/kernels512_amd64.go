@@ -85,6 +85,11 @@ func axpyRowsF16x4(y *float32, ldy int, w *byte, stride int, n int, coef *float3
 //go:noescape
 func axpyQ4i16a(y *float32, w *byte, stride int, rows *int32, n int, coef *float32, nblk int, rec *byte)
 
+// In q4p8_amd64.s (AVX2): the mat-vec over rows packed eight at a time.
+
+//go:noescape
+func gatherQ4p8(out *float32, p *byte, ngroups int, xq *byte, nblk int, tab *byte)
+
 // In quant_amd64.s (AVX2 and F16C): quantQ8v's twin for CPUs without AVX-512.
 
 //go:noescape

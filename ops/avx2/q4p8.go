@@ -1,0 +1,104 @@
+package avx2
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+
+	"github.com/pinfer/pinfer/ops/half"
+)
+
+// An AVX2 q4_0 mat-vec over rows repacked eight at a time (q4p8_amd64.s),
+// kept beside the row kernel with its test and benchmark but not wired in
+// (ops/avx2/NOTES.md). gatherQ4_0 spends ~9 operations a row and block, a
+// third of them on scales; here int32 lane r of a 32-byte load is four
+// nibble bytes of row r, so that x is broadcast four bytes at a time to all
+// eight rows and a block's correction, conversion and scaling are paid
+// once for the eight: ~4.3 operations a row and block.
+
+// p8Bytes is one block of eight packed rows: their eight d (f16), then four
+// 32-byte parts, part c holding bytes 4c..4c+3 of each row's 16 nibble
+// bytes, row r at 4r.
+const p8Bytes = 8 * q4Block
+
+// PackQ4x8 repacks q4_0 rows (cols/32*18 bytes each; their count a multiple
+// of eight) for GatherQ4x8.
+func PackQ4x8(w []byte, cols int) []byte {
+	checkBlocks("PackQ4x8", cols)
+	nblk := cols / 32
+	rb := nblk * q4Block
+	if rb == 0 || len(w)%(8*rb) != 0 {
+		panic(fmt.Sprintf("avx2.PackQ4x8: %d bytes are not a whole number of groups of eight %d-byte rows", len(w), rb))
+	}
+	p := make([]byte, len(w))
+	for g := 0; g < len(w)/(8*rb); g++ {
+		for b := range nblk {
+			dst := p[(g*nblk+b)*p8Bytes:][:p8Bytes]
+			for r := range 8 {
+				src := w[(8*g+r)*rb+b*q4Block:][:q4Block]
+				copy(dst[2*r:], src[:2])
+				for c := range 4 {
+					copy(dst[16+32*c+4*r:][:4], src[2+4*c:][:4])
+				}
+			}
+		}
+	}
+	return p
+}
+
+// GatherQ4x8 sets out[k] = row k · x for every row of a PackQ4x8 matrix,
+// x quantized by QuantizeQ8 (cols/32*34 bytes).
+func GatherQ4x8(out []float32, p []byte, cols int, xq []byte) {
+	checkBlocks("GatherQ4x8", cols)
+	nblk := cols / 32
+	if len(xq) != nblk*q8Block || nblk == 0 || len(p)%(nblk*p8Bytes) != 0 || len(out) != len(p)/(nblk*p8Bytes)*8 {
+		panic(fmt.Sprintf("avx2.GatherQ4x8: out %d, packed %d bytes, x %d bytes for cols=%d", len(out), len(p), len(xq), cols))
+	}
+	if !Available {
+		for g := 0; g < len(out)/8; g++ {
+			for r := range 8 {
+				out[8*g+r] = p8Row(p, nblk, g, r, xq)
+			}
+		}
+		return
+	}
+	// Per block, 32 bytes of 8Σx (int32) and 32 of d_x (f32), each eight
+	// times, read by the kernel as whole registers.
+	tab := q4Scratch.Get().(*[]byte)
+	*tab = grow(*tab, 64*nblk)
+	for b := range nblk {
+		blk := xq[b*q8Block:][:q8Block]
+		var sum int32
+		for _, v := range blk[2:] {
+			sum += int32(int8(v))
+		}
+		dx := half.Decode(binary.LittleEndian.Uint16(blk))
+		for l := range 8 {
+			binary.LittleEndian.PutUint32((*tab)[64*b+4*l:], uint32(8*sum))
+			binary.LittleEndian.PutUint32((*tab)[64*b+32+4*l:], math.Float32bits(dx))
+		}
+	}
+	gatherQ4p8(&out[0], &p[0], len(out)/8, &xq[0], nblk, &(*tab)[0])
+	q4Scratch.Put(tab)
+}
+
+// p8Row is row r of group g of a packed matrix times xq, in plain Go: the
+// portable path and the test's view of the layout.
+func p8Row(p []byte, nblk, g, r int, xq []byte) float32 {
+	var sum float32
+	for b := range nblk {
+		blk := p[(g*nblk+b)*p8Bytes:][:p8Bytes]
+		xb := xq[b*q8Block:][:q8Block]
+		var dot int32
+		for c := range 4 {
+			for i := range 4 {
+				q := blk[16+32*c+4*r+i]
+				dot += (int32(q&15)-8)*int32(int8(xb[2+4*c+i])) + (int32(q>>4)-8)*int32(int8(xb[18+4*c+i]))
+			}
+		}
+		dw := half.Decode(binary.LittleEndian.Uint16(blk[2*r:]))
+		dx := half.Decode(binary.LittleEndian.Uint16(xb))
+		sum += dw * dx * float32(dot)
+	}
+	return sum
+}
