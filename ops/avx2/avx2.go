@@ -288,27 +288,22 @@ func GatherQ4_0(out []float32, w []byte, cols int, rows []int32, xq []byte) {
 		prepare(*xs, xq, nblk)
 		gatherPrepared(out, w, nblk*q4Block, ids, *xs, nblk)
 	} else {
-		*xs = grow(*xs, (nblk+1)/2*128)
+		*xs = grow(*xs, pairBytes(nblk))
 		gatherQ4_0(&out[0], unsafe.SliceData(w), nblk*q4Block, &ids[0], len(out), unsafe.SliceData(xq), nblk, &(*xs)[0], scattered(ids))
 	}
 	q4Scratch.Put(xs)
 }
 
-// gatherQ4Tokens is GatherQ4_0Acts on AVX2, for four tokens or more: each
-// token's x is prepared once, then a tile of rows small enough to stay in
+// gatherQ4Tokens is GatherQ4_0Acts on AVX2, for four tokens or more, over
+// the x that Set prepared (a.pairs): a tile of rows small enough to stay in
 // L2 meets every group of four tokens (gatherQ4x4, which unpacks each
 // weight block once for the four). A last group of fewer tokens is the
 // last four tokens again, and an odd last row of a tile the last two rows
 // again: the outputs they share come out the same.
 func gatherQ4Tokens(out []float32, ldo int, w []byte, ids []int32, a *Acts, nblk int) {
 	T, n := a.T, len(ids)
-	xsb, rb, stride := nblk/2*128, nblk*q8Block, nblk*q4Block
-	buf := q4Scratch.Get().(*[]byte)
-	*buf = grow(*buf, T*xsb)
-	xs := *buf
-	for t := 0; t < T; t++ {
-		prepQ4x2(&xs[t*xsb], &a.Q[t*rb], nblk)
-	}
+	xsb, stride := pairBytes(nblk), nblk*q4Block
+	xs := a.pairs
 	call := func(r0, m, t0 int) {
 		gatherQ4x4(&out[t0*ldo+r0], ldo, unsafe.SliceData(w), stride, &ids[r0], m, &xs[t0*xsb], xsb, nblk)
 	}
@@ -325,8 +320,11 @@ func gatherQ4Tokens(out []float32, ldo int, w []byte, ids []int32, a *Acts, nblk
 			}
 		}
 	}
-	q4Scratch.Put(buf)
 }
+
+// pairBytes is the size of one token's x as gatherQ4_0 prepares it: 128
+// bytes per pair of blocks.
+func pairBytes(nblk int) int { return (nblk + 1) / 2 * 128 }
 
 // q4Scratch holds the per-call x tables of the q4_0 gather, pooled so that
 // steady-state calls allocate nothing.

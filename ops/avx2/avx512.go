@@ -53,6 +53,10 @@ type Acts struct {
 	// finds them with the same offset for all of its eight tokens. Made
 	// only for as many tokens as that kernel takes (0: none).
 	totAt int
+	// pairs: on AVX2, each token's x as gatherQ4_0 prepares it (prepQ4x2,
+	// pairBytes apart), made by Set for four tokens or more so that every
+	// piece and matrix of a prompt's mat-muls shares it (gatherQ4Tokens).
+	pairs []byte
 }
 
 // Set quantizes x (T rows of cols, cols a multiple of 32).
@@ -67,8 +71,16 @@ func (a *Acts) Set(x []float32, cols, T int) {
 		quantize(a.Q[t*rb:(t+1)*rb], x[t*cols:(t+1)*cols])
 	}
 	a.T, a.Cols, a.ready = T, cols, false
-	if AVX512 {
+	a.pairs = a.pairs[:0]
+	switch {
+	case AVX512:
 		a.prep()
+	case Available && T >= 4:
+		nblk, pb := cols/32, pairBytes(cols/32)
+		a.pairs = grow(a.pairs, T*pb)
+		for t := 0; t < T; t++ {
+			prepQ4x2(&a.pairs[t*pb], &a.Q[t*rb], nblk)
+		}
 	}
 }
 
@@ -79,6 +91,10 @@ func (a *Acts) Tokens(t0, n int) Acts {
 	if a.ready {
 		xb := xsBytes(a.Cols / 32)
 		v.xs = a.xs[t0*xb : (t0+n)*xb]
+	}
+	if len(a.pairs) > 0 {
+		pb := pairBytes(a.Cols / 32)
+		v.pairs = a.pairs[t0*pb : (t0+n)*pb]
 	}
 	return v
 }
@@ -148,7 +164,7 @@ func GatherQ4_0Acts(out []float32, ldo int, w []byte, rows []int32, a *Acts) {
 	}
 	nblk := cols / 32
 	if !AVX512 || !Available {
-		if Available && T >= 4 && nblk%2 == 0 && n >= 2 {
+		if len(a.pairs) == T*pairBytes(nblk) && T >= 4 && nblk%2 == 0 && n >= 2 {
 			gatherQ4Tokens(out, ldo, w, ids, a, nblk)
 			return
 		}
