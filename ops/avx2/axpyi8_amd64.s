@@ -8,6 +8,7 @@
 // operations, and the scales cost two loads per row and block.
 
 #include "textflag.h"
+#include "hmax_amd64.h"
 
 DATA i8a_abs<>+0(SB)/4, $0x7fffffff
 GLOBL i8a_abs<>(SB), RODATA|NOPTR, $4
@@ -161,12 +162,7 @@ recs:
 	VANDPS       Y13, Y0, Y2
 	VANDPS       Y13, Y1, Y3
 	VMAXPS       Y3, Y2, Y2
-	VEXTRACTF128 $1, Y2, X3
-	VMAXPS       X3, X2, X2
-	VPERMILPS    $0x4e, X2, X3
-	VMAXPS       X3, X2, X2
-	VPERMILPS    $0xb1, X2, X3
-	VMAXPS       X3, X2, X2
+	HMAX8(Y2, X2, X3)
 	VMAXSS       i8a_tiny<>(SB), X2, X2
 	VMULSS       i8a_inv127<>(SB), X2, X4
 	VMOVSS       X4, 16(SI)

@@ -5,6 +5,7 @@
 // layouts; every kernel trusts its Go wrapper for bounds.
 
 #include "textflag.h"
+#include "hmax_amd64.h"
 #include "rows_amd64.h"
 
 // q4perm: VPERMT2B control that gathers the 16 nibble bytes of each of four
@@ -715,12 +716,7 @@ qloop:
 	VMAXPS        Z3, Z2, Z2
 	VEXTRACTF64X4 $1, Z2, Y3
 	VMAXPS        Y3, Y2, Y2
-	VEXTRACTF128  $1, Y2, X3
-	VMAXPS        X3, X2, X2
-	VPERMILPS     $0x4e, X2, X3
-	VMAXPS        X3, X2, X2
-	VPERMILPS     $0xb1, X2, X3
-	VMAXPS        X3, X2, X2
+	HMAX8(Y2, X2, X3)
 	VDIVSS        X14, X2, X4
 	VDIVSS        X4, X15, X5
 	VCVTPS2PH     $0, X4, X6

@@ -5,6 +5,7 @@
 // prompt's time on an AVX2-only host.
 
 #include "textflag.h"
+#include "hmax_amd64.h"
 
 DATA qa_abs<>+0(SB)/4, $0x7fffffff
 GLOBL qa_abs<>(SB), RODATA|NOPTR, $4
@@ -65,12 +66,7 @@ qaloop:
 	VMAXPS       Y5, Y4, Y4
 	VMAXPS       Y7, Y6, Y6
 	VMAXPS       Y6, Y4, Y4
-	VEXTRACTF128 $1, Y4, X5
-	VMAXPS       X5, X4, X4
-	VPERMILPS    $0x4e, X4, X5
-	VMAXPS       X5, X4, X4
-	VPERMILPS    $0xb1, X4, X5
-	VMAXPS       X5, X4, X4
+	HMAX8(Y4, X4, X5)
 	VDIVSS       qa_127<>(SB), X4, X4 // d = amax/127
 	VMOVSS       qa_one<>(SB), X5
 	VDIVSS       X4, X5, X5           // 1/d
