@@ -90,6 +90,9 @@ func axpyQ4i16a(y *float32, w *byte, stride int, rows *int32, n int, coef *float
 //go:noescape
 func gatherQ4p8(out *float32, p *byte, ngroups int, xq *byte, nblk int, tab *byte)
 
+//go:noescape
+func gatherQ4p8x4(out *float32, ldo int, p *byte, ngroups int, xq *byte, nblk int, tab *byte)
+
 // In quant_amd64.s (AVX2 and F16C): quantQ8v's twin for CPUs without AVX-512.
 
 //go:noescape

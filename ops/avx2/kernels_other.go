@@ -26,8 +26,11 @@ func axpyQ4i16a(y *float32, w *byte, stride int, rows *int32, n int, coef *float
 	noAsm()
 }
 func gatherQ4p8(out *float32, p *byte, ngroups int, xq *byte, nblk int, tab *byte) { noAsm() }
-func quantQ8a(dst *byte, x *float32, nblk int)                                     { noAsm() }
-func prepQ4x2(xs *byte, xq *byte, nblk int)                                        { noAsm() }
+func gatherQ4p8x4(out *float32, ldo int, p *byte, ngroups int, xq *byte, nblk int, tab *byte) {
+	noAsm()
+}
+func quantQ8a(dst *byte, x *float32, nblk int) { noAsm() }
+func prepQ4x2(xs *byte, xq *byte, nblk int)    { noAsm() }
 func gatherQ4x4(out *float32, ldo int, w *byte, stride int, rows *int32, n int, xs *byte, xsb int, nblk int) {
 	noAsm()
 }

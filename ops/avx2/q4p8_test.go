@@ -1,9 +1,12 @@
 package avx2
 
 import (
+	"bytes"
 	"fmt"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 )
 
 // TestGatherQ4x8: the packed mat-vec, on every path, against the float64
@@ -24,6 +27,43 @@ func TestGatherQ4x8(t *testing.T) {
 					checkGatherRef(t, kQ4, out, w, cols, nil, refQ8(xq))
 				})
 			})
+		}
+	}
+}
+
+// TestGatherQ4x8T: the packed mat-mat over T tokens (groups of four and a
+// rest, matrices of one tile and of several), every path against the
+// float64 reference of each token; the outputs' gaps between rows and ldo
+// stay as they were.
+func TestGatherQ4x8T(t *testing.T) {
+	r := rand.New(rand.NewPCG(24, 25))
+	for _, cols := range []int{32, 96, 4096} {
+		for _, nrows := range []int{8, 24, 128} {
+			w := randMatrix(r, kQ4, nrows, cols, 0)
+			p := PackQ4x8(w, cols)
+			for _, T := range []int{1, 3, 4, 5, 9} {
+				xq := make([]byte, T*cols/32*34)
+				for k := range T {
+					QuantizeQ8(xq[k*cols/32*34:][:cols/32*34], randVec(r, cols))
+				}
+				t.Run(fmt.Sprintf("cols%d/rows%d/T%d", cols, nrows, T), func(t *testing.T) {
+					forPaths(t, func(t *testing.T) {
+						ldo := nrows + 3
+						out := make([]float32, T*ldo)
+						for i := range out {
+							out[i] = 7
+						}
+						GatherQ4x8T(out, ldo, p, cols, xq, T)
+						for k := range T {
+							xk := xq[k*cols/32*34:][:cols/32*34]
+							checkGatherRef(t, kQ4, out[k*ldo:][:nrows], w, cols, nil, refQ8(xk))
+							for _, v := range out[k*ldo+nrows : (k+1)*ldo] {
+								require.Equal(t, float32(7), v, "token %d wrote past its rows", k)
+							}
+						}
+					})
+				})
+			}
 		}
 	}
 }
@@ -67,6 +107,54 @@ func BenchmarkGatherQ4x8(b *testing.B) {
 	}
 }
 
+// BenchmarkPrefillQ4x8: the packed mat-mat over 64 tokens beside the row
+// prefill (GatherQ4_0Acts), each with its x prepared beforehand as a
+// prompt's is once for all its matrices: hot (64 rows, in L2) and over all
+// rows of the 11008x4096 matrices. MB/s counts the weights once per token.
+func BenchmarkPrefillQ4x8(b *testing.B) {
+	const T = 64
+	r := rand.New(rand.NewPCG(26, 26))
+	x := randVec(r, T*benchCols)
+	var a Acts
+	a.Set(x, benchCols, T)
+	nblk := benchCols / 32
+	tab := make([]byte, T*64*nblk)
+	for t := range T {
+		p8Table(tab[t*64*nblk:], a.Q[t*nblk*34:], nblk)
+	}
+	hot := randMatrix(r, kQ4, 64, benchCols, 0)
+	hotP := PackQ4x8(hot, benchCols)
+	m := benchMatrix(kQ4)
+	nr := benchRows / 8 * 8
+	packed := make([][]byte, len(m.layers))
+	for i, l := range m.layers {
+		packed[i] = PackQ4x8(l[:nr*kQ4.rowBytes(benchCols)], benchCols)
+	}
+	out := make([]float32, T*benchRows)
+	for _, c := range []struct {
+		name string
+		n    int
+		run  func(i int)
+	}{
+		{"hot/rows", 64, func(i int) { GatherQ4_0Acts(out, 64, hot, nil, &a) }},
+		{"hot/packed", 64, func(i int) { gatherQ4x8Tiles(out, 64, hotP, nblk, a.Q, T, tab) }},
+		{"all/rows", nr, func(i int) { GatherQ4_0Acts(out, nr, m.layers[i%len(m.layers)][:nr*kQ4.rowBytes(benchCols)], nil, &a) }},
+		{"all/packed", nr, func(i int) { gatherQ4x8Tiles(out, nr, packed[i%len(packed)], nblk, a.Q, T, tab) }},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			if !Available {
+				b.Skip("no AVX2: the walk calls the assembly")
+			}
+			b.SetBytes(int64(T * c.n * kQ4.rowBytes(benchCols)))
+			i := 0
+			for b.Loop() {
+				c.run(i)
+				i++
+			}
+		})
+	}
+}
+
 // FuzzGatherQ4x8: the packed mat-vec on fuzzed q4_0 weights (eight or
 // sixteen rows, 32 to 320 columns), every path against the reference.
 func FuzzGatherQ4x8(f *testing.F) {
@@ -86,6 +174,13 @@ func FuzzGatherQ4x8(f *testing.F) {
 			out := make([]float32, n)
 			GatherQ4x8(out, p, cols, xq)
 			checkGatherRef(t, kQ4, out, w, cols, nil, refQ8(xq))
+			// The four-token kernel: the same x four times, and a fifth.
+			x5 := bytes.Repeat(xq, 5)
+			out5 := make([]float32, 5*n)
+			GatherQ4x8T(out5, n, p, cols, x5, 5)
+			for k := range 5 {
+				checkGatherRef(t, kQ4, out5[k*n:][:n], w, cols, nil, refQ8(xq))
+			}
 		})
 	})
 }
