@@ -34,15 +34,17 @@ func PackQ4x8(w []byte, cols int) []byte {
 		panic(fmt.Sprintf("avx2.PackQ4x8: %d bytes are not a whole number of groups of eight %d-byte rows", len(w), rb))
 	}
 	p := make([]byte, len(w))
+	le := binary.LittleEndian
 	for g := 0; g < len(w)/(8*rb); g++ {
 		for b := range nblk {
 			dst := p[(g*nblk+b)*p8Bytes:][:p8Bytes]
 			for r := range 8 {
 				src := w[(8*g+r)*rb+b*q4Block:][:q4Block]
-				copy(dst[2*r:], src[:2])
-				for c := range 4 {
-					copy(dst[16+32*c+4*r:][:4], src[2+4*c:][:4])
-				}
+				le.PutUint16(dst[2*r:], le.Uint16(src))
+				le.PutUint32(dst[16+4*r:], le.Uint32(src[2:]))
+				le.PutUint32(dst[48+4*r:], le.Uint32(src[6:]))
+				le.PutUint32(dst[80+4*r:], le.Uint32(src[10:]))
+				le.PutUint32(dst[112+4*r:], le.Uint32(src[14:]))
 			}
 		}
 	}

@@ -155,6 +155,16 @@ func BenchmarkPrefillQ4x8(b *testing.B) {
 	}
 }
 
+// BenchmarkPackQ4x8: repacking one 11008x4096 matrix, MB/s of rows in.
+func BenchmarkPackQ4x8(b *testing.B) {
+	m := benchMatrix(kQ4)
+	w := m.layers[0][:benchRows/8*8*kQ4.rowBytes(benchCols)]
+	b.SetBytes(int64(len(w)))
+	for b.Loop() {
+		PackQ4x8(w, benchCols)
+	}
+}
+
 // FuzzGatherQ4x8: the packed mat-vec on fuzzed q4_0 weights (eight or
 // sixteen rows, 32 to 320 columns), every path against the reference.
 func FuzzGatherQ4x8(f *testing.F) {
