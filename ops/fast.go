@@ -117,6 +117,9 @@ func matMulFast(p *Pool, outs [][]float32, ms []*Matrix, x []float32, T int) {
 	for k, m := range ms {
 		j.parts = append(j.parts, matPart{m: m, out: outs[k], first: rows})
 		rows += m.Rows
+		if m.p8 != nil && a != nil {
+			a.PrepPacked()
+		}
 	}
 	j.x, j.T, j.a, j.tile = x, T, a, tile
 	p.Share(rows, pieces(p.Threads(), T), j)
@@ -161,6 +164,9 @@ func (j *matJob) Run(lo, hi int) {
 	for _, pt := range j.parts {
 		m := pt.m
 		r0, r1 := max(lo-pt.first, 0), min(hi-pt.first, m.Rows)
+		if m.p8 != nil && j.a != nil {
+			r0 = j.packedRows(pt, r0, r1)
+		}
 		for r0 < r1 {
 			e := r1
 			if j.tile > 0 {

@@ -57,6 +57,10 @@ type Acts struct {
 	// pairBytes apart), made by Set for four tokens or more so that every
 	// piece and matrix of a prompt's mat-muls shares it (gatherQ4Tokens).
 	pairs []byte
+	// p8: each token's p8Table, for the packed kernels (GatherQ4x8Acts),
+	// made by PrepPacked once per Set.
+	p8   []byte
+	p8ok bool
 }
 
 // Set quantizes x (T rows of cols, cols a multiple of 32).
@@ -70,7 +74,7 @@ func (a *Acts) Set(x []float32, cols, T int) {
 	for t := 0; t < T; t++ {
 		quantize(a.Q[t*rb:(t+1)*rb], x[t*cols:(t+1)*cols])
 	}
-	a.T, a.Cols, a.ready = T, cols, false
+	a.T, a.Cols, a.ready, a.p8ok = T, cols, false, false
 	a.pairs = a.pairs[:0]
 	switch {
 	case AVX512:
@@ -96,7 +100,25 @@ func (a *Acts) Tokens(t0, n int) Acts {
 		pb := pairBytes(a.Cols / 32)
 		v.pairs = a.pairs[t0*pb : (t0+n)*pb]
 	}
+	if a.p8ok {
+		tb := 64 * (a.Cols / 32)
+		v.p8, v.p8ok = a.p8[t0*tb:(t0+n)*tb], true
+	}
 	return v
+}
+
+// PrepPacked makes the tables that GatherQ4x8Acts reads of each token,
+// once per Set; call it before threads share a.
+func (a *Acts) PrepPacked() {
+	if a.p8ok || !Available {
+		return
+	}
+	nblk := a.Cols / 32
+	a.p8 = grow(a.p8, a.T*64*nblk)
+	for t := range a.T {
+		p8Table(a.p8[t*64*nblk:], a.Q[t*nblk*q8Block:], nblk)
+	}
+	a.p8ok = true
 }
 
 func (a *Acts) prep() {

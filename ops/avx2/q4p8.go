@@ -120,6 +120,27 @@ func GatherQ4x8T(out []float32, ldo int, p []byte, cols int, xq []byte, T int) {
 	q4Scratch.Put(tab)
 }
 
+// GatherQ4x8Acts is GatherQ4x8T for the tokens of a, with the tables that
+// a.PrepPacked made (else its own).
+func GatherQ4x8Acts(out []float32, ldo int, p []byte, a *Acts) {
+	nblk := a.Cols / 32
+	xq := a.Q[:a.T*nblk*q8Block]
+	if !a.p8ok || nblk == 0 || a.T == 0 {
+		GatherQ4x8T(out, ldo, p, a.Cols, xq, a.T)
+		return
+	}
+	gb := nblk * p8Bytes
+	if len(p)%gb != 0 || ldo < len(p)/gb*8 || len(out) < (a.T-1)*ldo+len(p)/gb*8 {
+		panic(fmt.Sprintf("avx2.GatherQ4x8Acts: out %d (ldo %d), packed %d bytes for cols=%d, T=%d", len(out), ldo, len(p), a.Cols, a.T))
+	}
+	gatherQ4x8Tiles(out, ldo, p, nblk, xq, a.T, a.p8)
+}
+
+// PackPays says whether the packed q4_0 kernels beat the row kernels on
+// this CPU: on AVX2 without AVX-512, whose row kernels spend ~9 operations
+// a row and block (ops/avx2/NOTES.md).
+func PackPays() bool { return Available && !AVX512 }
+
 // gatherQ4x8Tiles is GatherQ4x8T's walk on AVX2, with each token's p8Table
 // in tab.
 func gatherQ4x8Tiles(out []float32, ldo int, p []byte, nblk int, xq []byte, T int, tab []byte) {

@@ -42,9 +42,10 @@ func TestGatherQ4x8T(t *testing.T) {
 			w := randMatrix(r, kQ4, nrows, cols, 0)
 			p := PackQ4x8(w, cols)
 			for _, T := range []int{1, 3, 4, 5, 9} {
+				x := randVec(r, T*cols)
 				xq := make([]byte, T*cols/32*34)
 				for k := range T {
-					QuantizeQ8(xq[k*cols/32*34:][:cols/32*34], randVec(r, cols))
+					QuantizeQ8(xq[k*cols/32*34:][:cols/32*34], x[k*cols:][:cols])
 				}
 				t.Run(fmt.Sprintf("cols%d/rows%d/T%d", cols, nrows, T), func(t *testing.T) {
 					forPaths(t, func(t *testing.T) {
@@ -53,13 +54,41 @@ func TestGatherQ4x8T(t *testing.T) {
 						for i := range out {
 							out[i] = 7
 						}
-						GatherQ4x8T(out, ldo, p, cols, xq, T)
-						for k := range T {
-							xk := xq[k*cols/32*34:][:cols/32*34]
-							checkGatherRef(t, kQ4, out[k*ldo:][:nrows], w, cols, nil, refQ8(xk))
-							for _, v := range out[k*ldo+nrows : (k+1)*ldo] {
-								require.Equal(t, float32(7), v, "token %d wrote past its rows", k)
+						check := func(out []float32, k0 int) {
+							for k := range len(out) / ldo {
+								xk := xq[(k0+k)*cols/32*34:][:cols/32*34]
+								checkGatherRef(t, kQ4, out[k*ldo:][:nrows], w, cols, nil, refQ8(xk))
+								for _, v := range out[k*ldo+nrows : (k+1)*ldo] {
+									require.Equal(t, float32(7), v, "token %d wrote past its rows", k)
+								}
 							}
+						}
+						fresh := func(n int) []float32 {
+							out := make([]float32, n*ldo)
+							for i := range out {
+								out[i] = 7
+							}
+							return out
+						}
+						GatherQ4x8T(out, ldo, p, cols, xq, T)
+						check(out, 0)
+						// Through Acts: its own tables, PrepPacked's, and
+						// a view of the last tokens.
+						var a Acts
+						a.Set(x, cols, T)
+						require.Equal(t, xq, a.Q[:len(xq)])
+						out = fresh(T)
+						GatherQ4x8Acts(out, ldo, p, &a)
+						check(out, 0)
+						a.PrepPacked()
+						out = fresh(T)
+						GatherQ4x8Acts(out, ldo, p, &a)
+						check(out, 0)
+						if T > 1 {
+							v := a.Tokens(1, T-1)
+							out = fresh(T - 1)
+							GatherQ4x8Acts(out, ldo, p, &v)
+							check(out, 1)
 						}
 					})
 				})
