@@ -4,6 +4,7 @@ package engine
 
 import (
 	"fmt"
+	"runtime"
 	"time"
 
 	"github.com/pinfer/pinfer/gguf"
@@ -24,6 +25,8 @@ type Model struct {
 	// KVType is the element type of the attention caches of the sessions
 	// NewSession makes: ops.F32 (the zero value) or ops.F16.
 	KVType ops.DType
+
+	packing *ops.Packing // repack's
 }
 
 // Load opens a GGUF file and binds it to graphPath, or, when that is empty,
@@ -36,6 +39,10 @@ func Load(path, graphPath string) (*Model, error) {
 	}
 	m := &Model{Path: path, File: f}
 	if err := m.bind(graphPath); err != nil {
+		f.Close()
+		return nil, err
+	}
+	if err := m.repack(); err != nil {
 		f.Close()
 		return nil, err
 	}
@@ -70,6 +77,24 @@ func (m *Model) bind(graphPath string) error {
 	return nil
 }
 
+// repack packs the matrices that ops read whole (ops.Slot.Whole)
+// where that pays (ops.PackAll), and lets the pages of the rows that only
+// the packed copies are read for leave the process.
+func (m *Model) repack() (err error) {
+	seen := map[*ops.Matrix]bool{}
+	var ms []*ops.Matrix
+	for _, n := range m.Prog.Nodes {
+		for i, s := range n.Op.Weights {
+			if w := n.W[i]; s.Whole && w != nil && w.M != nil && !seen[w.M] {
+				seen[w.M] = true
+				ms = append(ms, w.M)
+			}
+		}
+	}
+	m.packing, err = ops.PackAll(ms, runtime.GOMAXPROCS(0), m.File.Release)
+	return err
+}
+
 // BuiltinGraphs parses the graphs shipped in models/.
 func BuiltinGraphs() ([]*graph.Spec, error) {
 	names, texts := models.Graphs()
@@ -85,7 +110,11 @@ func BuiltinGraphs() ([]*graph.Spec, error) {
 }
 
 // Close unmaps the file.
-func (m *Model) Close() error { return m.File.Close() }
+func (m *Model) Close() error {
+	m.packing.Close()
+	m.packing = nil
+	return m.File.Close()
+}
 
 // ContextLength is the model's trained context, or 0 if the file lacks it.
 func (m *Model) ContextLength() int {

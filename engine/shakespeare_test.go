@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"github.com/pinfer/pinfer/convert"
 	"github.com/pinfer/pinfer/internal/fixtures"
 	"github.com/pinfer/pinfer/ops"
+	"github.com/pinfer/pinfer/ops/avx2"
 	"github.com/pinfer/pinfer/sample"
 	"github.com/stretchr/testify/require"
 )
@@ -118,4 +120,58 @@ func TestShakespeareQ8MatchesF32(t *testing.T) {
 			}
 		}
 	}
+}
+
+// q4_0 weights repacked at load (ops.PackAll, where the CPU gains from it)
+// give the logits of the rows they came from. The packed kernels add the
+// same integer block sums, scaled in another order (the ops package holds
+// both to its portable op; they differ by ~5e-8 of a row's terms). Through
+// the model a position's logits then agree to ~2e-7 of their largest,
+// unless a value that the next layer rounds to q8_0 sat that close to a
+// rounding edge and flipped (about one value in 10^5): that position and
+// those that attend to it then move by up to ~1.5% (0.2 of 13 in one
+// prompt here), enough to change a greedy pick where the top two are close.
+func TestShakespeareQ4RepackedMatchesRows(t *testing.T) {
+	ref := loadShakespeareRef(t)
+	path := shakespeareGGUF(t, ops.Q4_0)
+	defer func() { ops.Repack = true }()
+	ops.Repack = false
+	rows, err := Load(path, "")
+	require.NoError(t, err)
+	defer rows.Close()
+	require.Nil(t, rows.packing)
+	ops.Repack = true
+	packed, err := Load(path, "")
+	require.NoError(t, err)
+	defer packed.Close()
+	if avx2.PackPays() && ops.Fast {
+		require.NotNil(t, packed.packing, "nothing repacked on a CPU where it pays")
+	}
+	pool := ops.NewPool(3)
+	defer pool.Close()
+	var rel []float64
+	for _, p := range ref.Prompts {
+		// Prompts of more than four tokens and of fewer, and a rest (the
+		// four-token kernel and the one-token one).
+		ids := p.IDs
+		a, err := rows.NewSession(64, pool).Forward(ids, true)
+		require.NoError(t, err)
+		want := append([]float32(nil), a.Data...)
+		b, err := packed.NewSession(64, pool).Forward(ids, true)
+		require.NoError(t, err)
+		V := len(want) / len(ids)
+		for pos := range ids {
+			var worst, scale float64
+			for i := pos * V; i < (pos+1)*V; i++ {
+				scale = max(scale, math.Abs(float64(want[i])))
+				worst = max(worst, math.Abs(float64(b.Data[i]-want[i])))
+			}
+			require.Less(t, worst, 5e-2*scale, "prompt %q position %d", p.Text, pos)
+			rel = append(rel, worst/scale)
+		}
+	}
+	// A flip moves the positions after it; a fault in the packed path would
+	// move them all.
+	slices.Sort(rel)
+	require.Less(t, rel[len(rel)/2], 1e-6, "the median position's largest difference, of its largest logit")
 }

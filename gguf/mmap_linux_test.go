@@ -56,3 +56,26 @@ func TestMapFileOnHugeBoundary(t *testing.T) {
 		}
 	}
 }
+
+// Release drops whole 2 MB pages of the map, which read back as the file;
+// bytes outside the map (the Go heap's, which MADV_DONTNEED would zero)
+// are left alone.
+func TestReleaseKeepsData(t *testing.T) {
+	want := make([]byte, 3*hugepage.Size+77)
+	r := rand.New(rand.NewPCG(3, 4))
+	for i := range want {
+		want[i] = byte(r.Uint32())
+	}
+	path := filepath.Join(t.TempDir(), "w.bin")
+	require.NoError(t, os.WriteFile(path, want, 0o644))
+	data, unmap, err := mapFile(path)
+	require.NoError(t, err)
+	f := &File{data: data, unmap: unmap}
+	defer f.Close()
+	require.Equal(t, want, data)
+	f.Release(data[100 : len(data)-100])
+	require.Equal(t, want, data)
+	heap := append([]byte(nil), want...)
+	f.Release(heap)
+	require.Equal(t, want, heap)
+}

@@ -37,14 +37,14 @@ func fastLevels(t *testing.T) []string {
 }
 
 // forLevel is m as level runs it: at avx2-packed, a copy with q4_0's
-// packed layout (Pack; wherever AVX2 runs, not only where it pays).
+// packed layout (PackAll's; wherever AVX2 runs, not only where it pays).
 func forLevel(level string, m *Matrix) *Matrix {
 	if level != "avx2-packed" || m.Type != Q4_0 {
 		return m
 	}
-	c := *m
-	c.pack()
-	return &c
+	c := &Matrix{Type: m.Type, Rows: m.Rows, Cols: m.Cols, Data: m.Data}
+	c.pack(nil)
+	return c
 }
 
 // withFast runs f with the vector kernels of level on.

@@ -44,7 +44,7 @@ func init() {
 		doc  string
 	}{{"matmul", false, "x·Wᵀ (+ bias): a linear layer"}, {"output", true, "the output projection to logits; in decode only the last row is computed"}} {
 		Register(&Op{Name: mm.name, Doc: mm.doc, Inputs: 1, LastRows: mm.last,
-			Weights: []Slot{{Name: "weight"}, {Name: "bias", Optional: true, Vector: true}},
+			Weights: []Slot{{Name: "weight", Whole: true}, {Name: "bias", Optional: true, Vector: true}},
 			Shape: func(s *ShapeArgs) (int, error) {
 				w := s.W[0]
 				if w.M == nil {

@@ -4,17 +4,18 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"sync/atomic"
 	"unsafe"
 )
 
 // Matrix is a row-major weight matrix viewed over raw bytes, such as an
 // mmap'd GGUF tensor with Dims [Cols, Rows]; it never copies Data, except
-// into the packed layout that Pack makes.
+// into the packed layout that PackAll makes.
 type Matrix struct {
 	Type       DType
 	Rows, Cols int
 	Data       []byte
-	p8         []byte // Pack's copy of the whole groups of eight rows
+	p8         atomic.Pointer[[]byte] // PackAll's copy of the whole groups of eight rows
 }
 
 // NewMatrix checks that t is a weight type the kernels handle and that data

@@ -1,8 +1,10 @@
 package ops
 
 import (
+	"fmt"
 	"sync"
 
+	"github.com/pinfer/pinfer/internal/hugepage"
 	"github.com/pinfer/pinfer/ops/avx2"
 )
 
@@ -16,71 +18,136 @@ import (
 // not read again and can leave memory. llama.cpp repacks q4_0 at load
 // likewise; --no-repack turns it off here too.
 
-// Repack lets Pack pack.
+// Repack lets PackAll pack.
 var Repack = true
 
-// Pack copies m's whole groups of eight rows into the packed layout where
-// that pays (q4_0 on AVX2 without AVX-512, the fast kernels on, Repack
-// set) and returns the bytes of m.Data that only the packed copy is read
-// for from now on; nil if it did not pack. Call it before m is shared.
-func (m *Matrix) Pack() []byte {
+// Packing is what PackAll made: Close frees it.
+type Packing struct {
+	ms   []*Matrix
+	free func()
+}
+
+// PackAll packs the q4_0 matrices of ms that have eight rows or more, where
+// that pays (AVX2 without AVX-512, the fast kernels on, Repack set), on up
+// to threads goroutines, at once, as llama.cpp repacks at load. The copies
+// share one map of 2 MB pages, each matrix's part populated by the kernel
+// in one call before it is written (MADV_POPULATE_WRITE): faulting in 1.3
+// GB for a 7B a page at a time took 0.1-2.5 s on the 2-core VM, as its
+// memory allowed huge pages, and ~3 s in 4 KB pages. Each packed matrix's
+// rows, which only its copy is read for from then on, go to release (if
+// not nil). Nil when there is nothing to pack.
+func PackAll(ms []*Matrix, threads int, release func([]byte)) (*Packing, error) {
 	if !Repack || !Fast || !avx2.PackPays() {
-		return nil
+		return nil, nil
 	}
-	return m.pack()
-}
-
-// pack is Pack wherever the packed kernels run (the tests' way in).
-func (m *Matrix) pack() []byte {
-	if m.Type != Q4_0 || m.Rows < 8 || m.p8 != nil {
-		return nil
+	p := &Packing{}
+	seen := map[*Matrix]bool{}
+	total := 0
+	for _, m := range ms {
+		if n := m.packBytes(); n > 0 && m.packed() == nil && !seen[m] {
+			seen[m] = true
+			p.ms = append(p.ms, m)
+			total += n
+		}
 	}
-	rows := m.Data[:m.Rows/8*8*m.rowBytes()]
-	m.p8 = avx2.PackQ4x8(rows, m.Cols)
-	return rows
-}
-
-// PackAll packs ms on up to threads goroutines (Pack) and hands each
-// packed matrix's freed rows to release, if not nil.
-func PackAll(ms []*Matrix, threads int, release func([]byte)) {
+	if total == 0 {
+		return nil, nil
+	}
+	buf, free, err := hugepage.Alloc[byte](total, true)
+	if err != nil {
+		return nil, fmt.Errorf("repacking %d MB of q4_0 matrices: %v", total>>20, err)
+	}
+	p.free = free
+	type job struct {
+		m   *Matrix
+		dst []byte
+	}
+	jobs := make(chan job)
 	var wg sync.WaitGroup
-	next := make(chan *Matrix)
 	for range max(1, threads) {
 		wg.Go(func() {
-			for m := range next {
-				if rows := m.Pack(); rows != nil && release != nil {
+			for j := range jobs {
+				hugepage.Populate(j.dst)
+				rows := j.m.pack(j.dst)
+				if release != nil {
 					release(rows)
 				}
 			}
 		})
 	}
-	for _, m := range ms {
-		next <- m
+	for _, m := range p.ms {
+		n := m.packBytes()
+		jobs <- job{m, buf[:n:n]}
+		buf = buf[n:]
 	}
-	close(next)
+	close(jobs)
 	wg.Wait()
+	return p, nil
 }
 
-// packedRows computes rows r0..r1 of part pt that its packed copy holds,
+// Close frees the copies; the matrices go back to their rows.
+func (p *Packing) Close() {
+	if p == nil {
+		return
+	}
+	for _, m := range p.ms {
+		m.p8.Store(nil)
+	}
+	p.free()
+}
+
+// packBytes is the size of m's packed copy: its whole groups of eight
+// rows, if it is q4_0; 0 if it cannot be packed.
+func (m *Matrix) packBytes() int {
+	if m.Type != Q4_0 || m.Rows < 8 {
+		return 0
+	}
+	return m.Rows / 8 * 8 * m.rowBytes()
+}
+
+// pack makes dst (packBytes long; nil: made here) m's packed copy, then
+// m's readers' (packed), and returns the rows it holds.
+func (m *Matrix) pack(dst []byte) []byte {
+	rows := m.Data[:m.packBytes()]
+	if len(rows) == 0 {
+		return nil
+	}
+	if dst == nil {
+		dst = make([]byte, len(rows))
+	}
+	avx2.PackQ4x8Into(dst, rows, m.Cols)
+	m.p8.Store(&dst)
+	return rows
+}
+
+// packed is m's packed copy, nil until pack made it.
+func (m *Matrix) packed() []byte {
+	if p := m.p8.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// packedRows computes rows r0..r1 of part pt that its packed copy p8 holds,
 // for the tokens of j.a, and returns the first row it left to the row
 // kernels. Whole groups go to the packed kernel in one call; a group that
 // the range cuts is computed whole into scratch and the wanted rows copied.
-func (j *matJob) packedRows(pt matPart, r0, r1 int) int {
+func (j *matJob) packedRows(pt matPart, p8 []byte, r0, r1 int) int {
 	m := pt.m
-	gb := len(m.p8) / (m.Rows / 8)
+	gb := len(p8) / (m.Rows / 8)
 	end := min(r1, m.Rows/8*8)
 	if r0 >= end {
 		return r0
 	}
 	g0, g1 := (r0+7)/8, end/8
 	if g1 > g0 {
-		avx2.GatherQ4x8Acts(pt.out[8*g0:], m.Rows, m.p8[g0*gb:g1*gb], j.a)
+		avx2.GatherQ4x8Acts(pt.out[8*g0:], m.Rows, p8[g0*gb:g1*gb], j.a)
 	}
 	cut := func(g int) {
 		lo, hi := max(r0, 8*g), min(end, 8*g+8)
 		s := packScratch.Get().(*[]float32)
 		*s = growF(*s, 8*j.T)
-		avx2.GatherQ4x8Acts(*s, 8, m.p8[g*gb:(g+1)*gb], j.a)
+		avx2.GatherQ4x8Acts(*s, 8, p8[g*gb:(g+1)*gb], j.a)
 		for t := range j.T {
 			copy(pt.out[t*m.Rows+lo:t*m.Rows+hi], (*s)[8*t+lo-8*g:8*t+hi-8*g])
 		}

@@ -57,6 +57,9 @@ type Slot struct {
 	Name     string
 	Optional bool
 	Vector   bool // must be 1-D (norm scales, biases)
+	// Whole: the op multiplies every row of the matrix by the same x, so a
+	// layout made for whole mat-vecs may serve it (Matrix.Pack).
+	Whole bool
 }
 
 // ShapeArgs is what a shape rule sees: input widths, bound weights (nil for

@@ -24,6 +24,7 @@ type modelFlags struct {
 	predictor    string
 	stats        string
 	kvType       string
+	noRepack     bool
 }
 
 func (f *modelFlags) add(c *cobra.Command) {
@@ -32,6 +33,7 @@ func (f *modelFlags) add(c *cobra.Command) {
 	c.Flags().IntVarP(&f.threads, "threads", "t", runtime.NumCPU(), "CPU threads")
 	c.Flags().StringVar(&f.predictor, "predictor", "", "sparse FFN predictor: dense, oracle, mlp, static, or a plugin's .go file (default: mlp if the file has one, else dense)")
 	c.Flags().StringVar(&f.stats, "stats", "", "activation statistics from 'pinfer profile' (for static and plugins)")
+	c.Flags().BoolVar(&f.noRepack, "no-repack", false, "keep q4_0 weights in the file's layout; by default, on AVX2 CPUs without AVX-512, the matrices read whole (attention, output) are repacked at load, eight rows interleaved, as llama.cpp does")
 	c.Flags().StringVar(&f.kvType, "kv-type", "f32", "element type of the attention KV cache: f32, or f16 as llama.cpp keeps it (half the memory and half the reads of a long context)")
 }
 
@@ -46,6 +48,7 @@ func (f *modelFlags) load() (*engine.Model, error) {
 			return nil, err
 		}
 	}
+	ops.Repack = !f.noRepack
 	m, err := engine.Load(path, f.graph)
 	if err != nil {
 		return nil, err

@@ -27,13 +27,19 @@ const p8Bytes = 8 * q4Block
 // PackQ4x8 repacks q4_0 rows (cols/32*18 bytes each; their count a multiple
 // of eight) for GatherQ4x8.
 func PackQ4x8(w []byte, cols int) []byte {
+	p := make([]byte, len(w))
+	PackQ4x8Into(p, w, cols)
+	return p
+}
+
+// PackQ4x8Into is PackQ4x8 into p (len(w) bytes).
+func PackQ4x8Into(p, w []byte, cols int) {
 	checkBlocks("PackQ4x8", cols)
 	nblk := cols / 32
 	rb := nblk * q4Block
-	if rb == 0 || len(w)%(8*rb) != 0 {
-		panic(fmt.Sprintf("avx2.PackQ4x8: %d bytes are not a whole number of groups of eight %d-byte rows", len(w), rb))
+	if rb == 0 || len(w)%(8*rb) != 0 || len(p) != len(w) {
+		panic(fmt.Sprintf("avx2.PackQ4x8: %d bytes are not a whole number of groups of eight %d-byte rows, or the copy's %d", len(w), rb, len(p)))
 	}
-	p := make([]byte, len(w))
 	le := binary.LittleEndian
 	for g := 0; g < len(w)/(8*rb); g++ {
 		for b := range nblk {
@@ -48,7 +54,6 @@ func PackQ4x8(w []byte, cols int) []byte {
 			}
 		}
 	}
-	return p
 }
 
 // GatherQ4x8 sets out[k] = row k · x for every row of a PackQ4x8 matrix,
