@@ -80,6 +80,7 @@ func Run(m *engine.Model, o Options) (*Report, error) {
 	if o.Depth < 0 || o.Prompt < 0 || o.Gen < 0 {
 		return nil, fmt.Errorf("bench: -p %d, -n %d, -d %d: want none below 0", o.Prompt, o.Gen, o.Depth)
 	}
+	m.WaitPacked()
 	pool := ops.NewPool(o.Threads)
 	defer pool.Close()
 	rep := &Report{Model: m.File.Path, Backend: ops.Backend(), KVType: m.KVType.String(), Threads: pool.Threads()}

@@ -144,6 +144,7 @@ func TestShakespeareQ4RepackedMatchesRows(t *testing.T) {
 	packed, err := Load(path, "")
 	require.NoError(t, err)
 	defer packed.Close()
+	packed.WaitPacked()
 	if avx2.PackPays() && ops.Fast {
 		require.NotNil(t, packed.packing, "nothing repacked on a CPU where it pays")
 	}

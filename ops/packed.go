@@ -3,6 +3,8 @@ package ops
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/pinfer/pinfer/internal/hugepage"
 	"github.com/pinfer/pinfer/ops/avx2"
@@ -21,26 +23,32 @@ import (
 // Repack lets PackAll pack.
 var Repack = true
 
-// Packing is what PackAll made: Close frees it.
+// Packing is PackAll's work, which may go on after it returns.
 type Packing struct {
 	ms   []*Matrix
 	free func()
+	stop atomic.Bool
+	done chan struct{}
 }
 
 // PackAll packs the q4_0 matrices of ms that have eight rows or more, where
 // that pays (AVX2 without AVX-512, the fast kernels on, Repack set), on up
-// to threads goroutines, at once, as llama.cpp repacks at load. The copies
-// share one map of 2 MB pages, each matrix's part populated by the kernel
-// in one call before it is written (MADV_POPULATE_WRITE): faulting in 1.3
-// GB for a 7B a page at a time took 0.1-2.5 s on the 2-core VM, as its
-// memory allowed huge pages, and ~3 s in 4 KB pages. Each packed matrix's
-// rows, which only its copy is read for from then on, go to release (if
-// not nil). Nil when there is nothing to pack.
-func PackAll(ms []*Matrix, threads int, release func([]byte)) (*Packing, error) {
+// to threads goroutines, as llama.cpp repacks at load. The copies share one
+// map of 2 MB pages, each matrix's part populated by the kernel in one call
+// before it is written (MADV_POPULATE_WRITE). That populating is most of
+// the time: for a 7B's 1.3 GB on the 2-core VM 0.1-0.2 s, but up to ~2 s
+// just after another process freed its memory (the kernel compacts it into
+// huge pages), and ~3 s in 4 KB pages a fault at a time. So PackAll returns
+// after budget, and what is left goes on in the background, the row kernels
+// serving each matrix until its copy is made. Each packed matrix's rows,
+// which only its copy is read for from then on, go to release (if not
+// nil), which several goroutines may call at the same time. Nil when there
+// is nothing to pack.
+func PackAll(ms []*Matrix, threads int, budget time.Duration, release func([]byte)) (*Packing, error) {
 	if !Repack || !Fast || !avx2.PackPays() {
 		return nil, nil
 	}
-	p := &Packing{}
+	p := &Packing{done: make(chan struct{})}
 	seen := map[*Matrix]bool{}
 	total := 0
 	for _, m := range ms {
@@ -58,38 +66,55 @@ func PackAll(ms []*Matrix, threads int, release func([]byte)) (*Packing, error) 
 		return nil, fmt.Errorf("repacking %d MB of q4_0 matrices: %v", total>>20, err)
 	}
 	p.free = free
-	type job struct {
-		m   *Matrix
-		dst []byte
+	jobs := make(chan *Matrix, len(p.ms))
+	dst := map[*Matrix][]byte{}
+	for _, m := range p.ms {
+		n := m.packBytes()
+		dst[m], buf = buf[:n:n], buf[n:]
+		jobs <- m
 	}
-	jobs := make(chan job)
+	close(jobs)
 	var wg sync.WaitGroup
 	for range max(1, threads) {
 		wg.Go(func() {
-			for j := range jobs {
-				hugepage.Populate(j.dst)
-				rows := j.m.pack(j.dst)
+			for m := range jobs {
+				if p.stop.Load() {
+					continue
+				}
+				hugepage.Populate(dst[m])
+				rows := m.pack(dst[m])
 				if release != nil {
 					release(rows)
 				}
 			}
 		})
 	}
-	for _, m := range p.ms {
-		n := m.packBytes()
-		jobs <- job{m, buf[:n:n]}
-		buf = buf[n:]
+	go func() {
+		wg.Wait()
+		close(p.done)
+	}()
+	select {
+	case <-p.done:
+	case <-time.After(budget):
 	}
-	close(jobs)
-	wg.Wait()
 	return p, nil
 }
 
-// Close frees the copies; the matrices go back to their rows.
+// Wait returns once every matrix is packed.
+func (p *Packing) Wait() {
+	if p != nil {
+		<-p.done
+	}
+}
+
+// Close stops the packing and frees the copies; the matrices go back to
+// their rows.
 func (p *Packing) Close() {
 	if p == nil {
 		return
 	}
+	p.stop.Store(true)
+	<-p.done
 	for _, m := range p.ms {
 		m.p8.Store(nil)
 	}

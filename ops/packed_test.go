@@ -1,0 +1,68 @@
+package ops
+
+import (
+	"math/rand/v2"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/pinfer/pinfer/ops/avx2"
+)
+
+// PackAll's budget of 0 leaves the packing to the background: mat-muls meanwhile
+// read whichever layout each matrix has, and give the portable op's result
+// either way; Close stops it midway and hands the matrices back to their
+// rows, which have not changed.
+func TestPackAllInBackground(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 7))
+	pool := NewPool(2)
+	defer pool.Close()
+	const rows, cols, T = 61, 512, 5
+	var ms []*Matrix
+	for range 24 {
+		ms = append(ms, randomMatrix(rng, Q4_0, rows, cols))
+	}
+	x := randomVec(rng, T*cols)
+	want := make([][]float32, len(ms))
+	for k, m := range ms {
+		want[k] = make([]float32, T*rows)
+		MatMul(pool, want[k], m, x, T)
+	}
+	check := func() {
+		for k, m := range ms {
+			got := make([]float32, T*rows)
+			MatMul(pool, got, m, x, T)
+			for i := range got {
+				tol := tolerance(Q4_0, absTerms(m, i%rows, x[i/rows*cols:][:cols]))
+				require.InDelta(t, want[k][i], got[i], tol, "matrix %d output %d", k, i)
+			}
+		}
+	}
+	withFast("avx2", func() {
+		var released atomic.Int64
+		p, err := PackAll(ms, 2, 0, func(b []byte) { released.Add(int64(len(b))) })
+		require.NoError(t, err)
+		if p == nil {
+			require.False(t, avx2.PackPays(), "nothing packed on a CPU where it pays")
+			return
+		}
+		check()
+		p.Wait()
+		for k, m := range ms {
+			require.NotNil(t, m.packed(), "matrix %d", k)
+		}
+		require.Equal(t, int64(len(ms)*ms[0].packBytes()), released.Load())
+		check()
+		p.Close()
+		for _, m := range ms {
+			require.Nil(t, m.packed())
+		}
+		check()
+		// Stopped midway.
+		p, err = PackAll(ms, 1, 0, nil)
+		require.NoError(t, err)
+		p.Close()
+		check()
+	})
+}
