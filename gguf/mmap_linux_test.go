@@ -18,13 +18,7 @@ import (
 // offset and its address must agree modulo 2 MB for the kernel to map the
 // page cache's 2 MB folios whole.
 func TestMapFileOnHugeBoundary(t *testing.T) {
-	want := make([]byte, 3*hugepage.Size+77)
-	r := rand.New(rand.NewPCG(1, 2))
-	for i := range want {
-		want[i] = byte(r.Uint32())
-	}
-	path := filepath.Join(t.TempDir(), "w.bin")
-	require.NoError(t, os.WriteFile(path, want, 0o644))
+	want, path := randomFile(t, 1)
 	for range 3 {
 		data, unmap, err := mapFile(path)
 		require.NoError(t, err)
@@ -61,13 +55,7 @@ func TestMapFileOnHugeBoundary(t *testing.T) {
 // bytes outside the map (the Go heap's, which MADV_DONTNEED would zero)
 // are left alone.
 func TestReleaseKeepsData(t *testing.T) {
-	want := make([]byte, 3*hugepage.Size+77)
-	r := rand.New(rand.NewPCG(3, 4))
-	for i := range want {
-		want[i] = byte(r.Uint32())
-	}
-	path := filepath.Join(t.TempDir(), "w.bin")
-	require.NoError(t, os.WriteFile(path, want, 0o644))
+	want, path := randomFile(t, 3)
 	data, unmap, err := mapFile(path)
 	require.NoError(t, err)
 	f := &File{data: data, unmap: unmap}
@@ -78,4 +66,16 @@ func TestReleaseKeepsData(t *testing.T) {
 	heap := append([]byte(nil), want...)
 	f.Release(heap)
 	require.Equal(t, want, heap)
+}
+
+// randomFile writes three 2 MB pages and a bit of random bytes.
+func randomFile(t *testing.T, seed uint64) (data []byte, path string) {
+	data = make([]byte, 3*hugepage.Size+77)
+	r := rand.New(rand.NewPCG(seed, seed+1))
+	for i := range data {
+		data[i] = byte(r.Uint32())
+	}
+	path = filepath.Join(t.TempDir(), "w.bin")
+	require.NoError(t, os.WriteFile(path, data, 0o644))
+	return data, path
 }

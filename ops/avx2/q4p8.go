@@ -8,14 +8,14 @@ import (
 	"github.com/pinfer/pinfer/ops/half"
 )
 
-// An AVX2 q4_0 mat-vec over rows repacked eight at a time (q4p8_amd64.s),
-// kept beside the row kernel with its test and benchmark but not wired in
-// (ops/avx2/NOTES.md). gatherQ4_0 spends ~9 operations a row and block, a
-// third of them on scales; here int32 lane r of a 32-byte load is four
-// nibble bytes of row r, so that x is broadcast four bytes at a time to all
-// eight rows and a block's correction, conversion and scaling are paid
-// once for the eight: ~4.3 operations a row and block. GatherQ4x8T, the
-// prompt's twin, shares each unpacked part among four tokens: over 64
+// AVX2 q4_0 kernels over rows repacked eight at a time (q4p8_amd64.s),
+// which ops uses for the matrices it multiplies whole where PackPays
+// (ops/packed.go, ops/avx2/NOTES.md). gatherQ4_0 spends ~9 operations a row
+// and block, a third of them on scales; here int32 lane r of a 32-byte load
+// is four nibble bytes of row r, so that x is broadcast four bytes at a time
+// to all eight rows and a block's correction, conversion and scaling are
+// paid once for the eight: ~4.3 operations a row and block. GatherQ4x8T,
+// the prompt's twin, shares each unpacked part among four tokens: over 64
 // tokens it reads 41-49 GB/s of weights a token against the row prefill's
 // 24-27 (BenchmarkPrefillQ4x8, one Zen 3 thread).
 
