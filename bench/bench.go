@@ -62,7 +62,8 @@ type Report struct {
 	SizeBytes  int64   `json:"size_bytes"`
 	Params     int64   `json:"params"`
 	Backend    string  `json:"backend"`
-	KVType     string  `json:"kv_type"` // the attention cache's element type: f32 or f16
+	Repacked   int64   `json:"repacked_bytes"` // q4_0 weights repacked at load (ops.PackAll)
+	KVType     string  `json:"kv_type"`        // the attention cache's element type: f32 or f16
 	Threads    int     `json:"threads"`
 	StreamGBps float64 `json:"stream_gb_per_s"` // median of the decode tests' stream figures
 	// HugePages is the part of the model file's resident bytes in 2 MB
@@ -83,7 +84,7 @@ func Run(m *engine.Model, o Options) (*Report, error) {
 	m.WaitPacked()
 	pool := ops.NewPool(o.Threads)
 	defer pool.Close()
-	rep := &Report{Model: m.File.Path, Backend: ops.Backend(), KVType: m.KVType.String(), Threads: pool.Threads()}
+	rep := &Report{Model: m.File.Path, Backend: ops.Backend(), Repacked: int64(m.Repacked()), KVType: m.KVType.String(), Threads: pool.Threads()}
 	for _, t := range m.File.Tensors {
 		rep.SizeBytes += int64(t.Size)
 		rep.Params += int64(t.Elems())

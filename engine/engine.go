@@ -99,6 +99,9 @@ func (m *Model) repack() (err error) {
 // model runs.
 const packBudget = time.Second
 
+// Repacked is the size of the q4_0 weights that repack packs.
+func (m *Model) Repacked() int { return m.packing.Bytes() }
+
 // WaitPacked returns once repack is done: a benchmark then times what a run
 // gets after its first seconds.
 func (m *Model) WaitPacked() { m.packing.Wait() }

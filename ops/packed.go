@@ -100,6 +100,17 @@ func PackAll(ms []*Matrix, threads int, budget time.Duration, release func([]byt
 	return p, nil
 }
 
+// Bytes is the size of the packed copies (0 for nil).
+func (p *Packing) Bytes() int {
+	n := 0
+	if p != nil {
+		for _, m := range p.ms {
+			n += m.packBytes()
+		}
+	}
+	return n
+}
+
 // Wait returns once every matrix is packed.
 func (p *Packing) Wait() {
 	if p != nil {

@@ -67,6 +67,9 @@ func printTable(m *engine.Model, r *bench.Report) {
 	name := filepath.Base(r.Model)
 	for _, x := range r.Results {
 		bpt, gbs, backend := "", "", r.Backend
+		if r.Repacked > 0 {
+			backend += ", q4_0 repacked"
+		}
 		if r.KVType != "f32" {
 			backend += ", KV " + r.KVType // as llama-bench shows a non-default type_k
 		}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"github.com/pinfer/pinfer/ops/avx2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -228,4 +229,31 @@ func TestBenchRatios(t *testing.T) {
 		require.Equal(t, 1, n)
 		require.InDelta(t, pp/tg, got, 0.01*pp/tg+0.005, "%s: %g / %g", mode, pp, tg)
 	}
+}
+
+// On a CPU where it pays, a q4_0 file's whole-read matrices are repacked at
+// load, which bench reports; --no-repack keeps the file's layout.
+func TestBenchRepack(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "q4.gguf")
+	_, stderr, code := pinfer(t, "gen", "--n-embd", "128", "--n-ff", "256", "--n-layer", "2", "--n-head", "4", "--n-kv-head", "4",
+		"--vocab", "512", "--rank", "32", "--type", "q4_0", "-o", path)
+	require.Zero(t, code, stderr)
+	repacked := func(args ...string) int64 {
+		out, stderr, code := pinfer(t, append([]string{"bench", "-m", path, "-p", "4", "-n", "2", "-r", "1", "--mode", "dense", "-o", "json"}, args...)...)
+		require.Zero(t, code, stderr)
+		var rep struct {
+			Repacked *int64 `json:"repacked_bytes"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(out), &rep), out)
+		require.NotNil(t, rep.Repacked, out)
+		return *rep.Repacked
+	}
+	// Attention's q, k, v, o of two layers (128 rows of 128 columns) and
+	// the output (512 rows): 18 bytes a block of 32.
+	want := int64(0)
+	if avx2.PackPays() {
+		want = int64(2*4*128*4*18 + 512*4*18)
+	}
+	require.Equal(t, want, repacked())
+	require.Zero(t, repacked("--no-repack"))
 }
