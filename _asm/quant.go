@@ -75,8 +75,9 @@ func gatherQ8() {
 		ADDQ(U8(q8Bytes), off)
 		JMP(LabelRef(rc.label("loop")))
 		if rc.R == 4 {
-			// Scattered rows from both ends, as gatherQ4's bothEnds: off
-			// goes up from the first block, hi down from the last.
+			// Scattered rows from both ends (ops/avx2/NOTES.md): off goes
+			// up from the first block, hi down from the last. (gatherQ4 on
+			// Zen 3 read scattered rows 1.0-1.12x faster straight.)
 			Label(rc.label("mid"))
 			hi := GP64()
 			LEAQ(Mem{Base: end, Disp: -q8Bytes}, hi)
@@ -100,7 +101,7 @@ func gatherQ8() {
 // (rearranged x, 8Σx, d_x) is computed once per call into xs, 128 bytes per
 // pair of blocks, and read from L1 by every group of rows.
 func gatherQ4() {
-	TEXT("gatherQ4_0", NOSPLIT, "func(out *float32, w *byte, stride int, rows *int32, n int, xq *byte, nblk int, xs *byte, mid int)")
+	TEXT("gatherQ4_0", NOSPLIT, "func(out *float32, w *byte, stride int, rows *int32, n int, xq *byte, nblk int, xs *byte)")
 	Pragma("noescape")
 	prologue := func() { prepX("gatherQ4_0") }
 	driveWith("gatherQ4_0", prologue, func(rc *rowCtx) {
@@ -147,10 +148,6 @@ func gatherQ4() {
 			}
 		}
 
-		if rc.R == 4 {
-			CMPQ(Load(Param("mid"), GP64()), U8(0))
-			JNE(LabelRef(rc.label("mid")))
-		}
 		Label(rc.label("pairs"))
 		CMPQ(cnt, U8(2))
 		JLT(LabelRef(rc.label("single")))
@@ -164,10 +161,6 @@ func gatherQ4() {
 		CMPQ(cnt, U8(0))
 		JEQ(LabelRef(rc.label("fin")))
 		step(false, woff, xs)
-		if rc.R == 4 {
-			JMP(LabelRef(rc.label("fin")))
-			bothEnds(rc, cnt, woff, xs, step)
-		}
 		Label(rc.label("fin"))
 		storeSums(rc, acc)
 	})
@@ -224,41 +217,6 @@ func prepX(name string) {
 	JEQ(LabelRef(name + "_xdone"))
 	step(false)
 	Label(name + "_xdone")
-}
-
-// bothEnds is gatherQ4's pair loop for scattered rows (mid != 0): each
-// row's pairs of blocks are read upwards from its start and downwards from
-// its end (a last single block first), meeting in the middle, so that the
-// hardware prefetchers' run past either end stays inside the row
-// (ops/avx2/NOTES.md).
-func bothEnds(rc *rowCtx, cnt, woff, xs reg.Register, step func(bool, reg.Register, reg.Register)) {
-	Label(rc.label("mid"))
-	// whi, xhi: the last whole pair.
-	np := GP64()
-	MOVQ(cnt, np)
-	SHRQ(U8(1), np)
-	whi, xhi := GP64(), GP64()
-	IMUL3Q(U8(2*q4Bytes), np, whi)
-	MOVQ(np, xhi)
-	SHLQ(U8(7), xhi)
-	ADDQ(xs, xhi)
-	TESTQ(U32(1), cnt)
-	JZ(LabelRef(rc.label("midpairs")))
-	step(false, whi, xhi)
-	Label(rc.label("midpairs"))
-	SUBQ(U8(2*q4Bytes), whi)
-	SUBQ(U8(128), xhi)
-	meet(rc, woff, whi, func() {
-		step(true, woff, xs)
-		rc.prefetch(woff)
-		step(true, whi, xhi)
-		rc.prefetch(whi)
-	}, func() {
-		ADDQ(U8(2*q4Bytes), woff)
-		ADDQ(U8(128), xs)
-		SUBQ(U8(2*q4Bytes), whi)
-		SUBQ(U8(128), xhi)
-	}, func() { step(true, woff, xs) })
 }
 
 // meet is the loop of a read from both ends: while lo is below hi it emits

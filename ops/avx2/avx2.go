@@ -289,7 +289,7 @@ func GatherQ4_0(out []float32, w []byte, cols int, rows []int32, xq []byte) {
 		gatherPrepared(out, w, nblk*q4Block, ids, *xs, nblk)
 	} else {
 		*xs = grow(*xs, pairBytes(nblk))
-		gatherQ4_0(&out[0], unsafe.SliceData(w), nblk*q4Block, &ids[0], len(out), unsafe.SliceData(xq), nblk, &(*xs)[0], scattered(ids))
+		gatherQ4_0(&out[0], unsafe.SliceData(w), nblk*q4Block, &ids[0], len(out), unsafe.SliceData(xq), nblk, &(*xs)[0])
 	}
 	q4Scratch.Put(xs)
 }

@@ -26,7 +26,7 @@ func axpyF16(y *float32, w *byte, stride int, rows *int32, n int, coef *float32,
 func gatherQ8_0(out *float32, w *byte, stride int, rows *int32, n int, xq *byte, nblk int, mid int)
 
 //go:noescape
-func gatherQ4_0(out *float32, w *byte, stride int, rows *int32, n int, xq *byte, nblk int, xs *byte, mid int)
+func gatherQ4_0(out *float32, w *byte, stride int, rows *int32, n int, xq *byte, nblk int, xs *byte)
 
 //go:noescape
 func prepQ4x2(xs *byte, xq *byte, nblk int)

@@ -19,7 +19,7 @@ func axpyF16(y *float32, w *byte, stride int, rows *int32, n int, coef *float32,
 func gatherQ8_0(out *float32, w *byte, stride int, rows *int32, n int, xq *byte, nblk int, mid int) {
 	noAsm()
 }
-func gatherQ4_0(out *float32, w *byte, stride int, rows *int32, n int, xq *byte, nblk int, xs *byte, mid int) {
+func gatherQ4_0(out *float32, w *byte, stride int, rows *int32, n int, xq *byte, nblk int, xs *byte) {
 	noAsm()
 }
 func axpyQ4i16a(y *float32, w *byte, stride int, rows *int32, n int, coef *float32, nblk int, rec *byte) {
