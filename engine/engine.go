@@ -77,16 +77,14 @@ func (m *Model) bind(graphPath string) error {
 	return nil
 }
 
-// repack packs the matrices that ops read whole (ops.Slot.Whole)
-// where that pays (ops.PackAll), and lets the pages of the rows that only
-// the packed copies are read for leave the process.
+// repack packs the matrices that ops read whole (ops.Slot.Whole) where
+// that pays (ops.PackAll), and lets the pages of the rows that only the
+// packed copies are read for leave the process.
 func (m *Model) repack() (err error) {
-	seen := map[*ops.Matrix]bool{}
 	var ms []*ops.Matrix
 	for _, n := range m.Prog.Nodes {
 		for i, s := range n.Op.Weights {
-			if w := n.W[i]; s.Whole && w != nil && w.M != nil && !seen[w.M] {
-				seen[w.M] = true
+			if w := n.W[i]; s.Whole && w != nil && w.M != nil {
 				ms = append(ms, w.M)
 			}
 		}
@@ -120,7 +118,7 @@ func BuiltinGraphs() ([]*graph.Spec, error) {
 	return specs, nil
 }
 
-// Close unmaps the file.
+// Close stops repack and unmaps the file.
 func (m *Model) Close() error {
 	m.packing.Close() // it reads the file
 	m.packing = nil
