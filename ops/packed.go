@@ -25,10 +25,11 @@ var Repack = true
 
 // Packing is PackAll's work, which may go on after it returns.
 type Packing struct {
-	ms   []*Matrix
-	free func()
-	stop atomic.Bool
-	done chan struct{}
+	ms    []*Matrix
+	bytes int // of the copies
+	free  func()
+	stop  atomic.Bool
+	done  chan struct{}
 }
 
 // PackAll packs the q4_0 matrices of ms that have eight rows or more, where
@@ -50,39 +51,41 @@ func PackAll(ms []*Matrix, threads int, budget time.Duration, release func([]byt
 	}
 	p := &Packing{done: make(chan struct{})}
 	seen := map[*Matrix]bool{}
-	total := 0
 	for _, m := range ms {
 		if n := m.packBytes(); n > 0 && m.packed() == nil && !seen[m] {
 			seen[m] = true
 			p.ms = append(p.ms, m)
-			total += n
+			p.bytes += n
 		}
 	}
-	if total == 0 {
+	if p.bytes == 0 {
 		return nil, nil
 	}
-	buf, free, err := hugepage.Alloc[byte](total, true)
+	buf, free, err := hugepage.Alloc[byte](p.bytes, true)
 	if err != nil {
-		return nil, fmt.Errorf("repacking %d MB of q4_0 matrices: %v", total>>20, err)
+		return nil, fmt.Errorf("repacking %d MB of q4_0 matrices: %v", p.bytes>>20, err)
 	}
 	p.free = free
-	jobs := make(chan *Matrix, len(p.ms))
-	dst := map[*Matrix][]byte{}
+	type job struct {
+		m   *Matrix
+		dst []byte
+	}
+	jobs := make(chan job, len(p.ms))
 	for _, m := range p.ms {
 		n := m.packBytes()
-		dst[m], buf = buf[:n:n], buf[n:]
-		jobs <- m
+		jobs <- job{m, buf[:n:n]}
+		buf = buf[n:]
 	}
 	close(jobs)
 	var wg sync.WaitGroup
 	for range max(1, threads) {
 		wg.Go(func() {
-			for m := range jobs {
+			for j := range jobs {
 				if p.stop.Load() {
 					continue
 				}
-				hugepage.Populate(dst[m])
-				rows := m.pack(dst[m])
+				hugepage.Populate(j.dst)
+				rows := j.m.pack(j.dst)
 				if release != nil {
 					release(rows)
 				}
@@ -102,13 +105,10 @@ func PackAll(ms []*Matrix, threads int, budget time.Duration, release func([]byt
 
 // Bytes is the size of the packed copies (0 for nil).
 func (p *Packing) Bytes() int {
-	n := 0
-	if p != nil {
-		for _, m := range p.ms {
-			n += m.packBytes()
-		}
+	if p == nil {
+		return 0
 	}
-	return n
+	return p.bytes
 }
 
 // Wait returns once every matrix is packed.
@@ -175,10 +175,6 @@ func (j *matJob) packedRows(pt matPart, p8 []byte, r0, r1 int) int {
 	if r0 >= end {
 		return r0
 	}
-	g0, g1 := (r0+7)/8, end/8
-	if g1 > g0 {
-		avx2.GatherQ4x8Acts(pt.out[8*g0:], m.Rows, p8[g0*gb:g1*gb], j.a)
-	}
 	cut := func(g int) {
 		lo, hi := max(r0, 8*g), min(end, 8*g+8)
 		s := packScratch.Get().(*[]float32)
@@ -189,10 +185,18 @@ func (j *matJob) packedRows(pt matPart, p8 []byte, r0, r1 int) int {
 		}
 		packScratch.Put(s)
 	}
+	g0, g1 := (r0+7)/8, end/8 // the whole groups
+	if g0 > g1 {              // inside one group, off both its edges
+		cut(r0 / 8)
+		return end
+	}
+	if g1 > g0 {
+		avx2.GatherQ4x8Acts(pt.out[8*g0:], m.Rows, p8[g0*gb:g1*gb], j.a)
+	}
 	if r0%8 != 0 {
 		cut(r0 / 8)
 	}
-	if end%8 != 0 && (r0%8 == 0 || end/8 != r0/8) {
+	if end%8 != 0 {
 		cut(end / 8)
 	}
 	return end

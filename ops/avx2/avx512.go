@@ -59,8 +59,7 @@ type Acts struct {
 	pairs []byte
 	// p8: each token's p8Table, for the packed kernels (GatherQ4x8Acts),
 	// made by PrepPacked once per Set.
-	p8   []byte
-	p8ok bool
+	p8 []byte
 }
 
 // Set quantizes x (T rows of cols, cols a multiple of 32).
@@ -74,8 +73,8 @@ func (a *Acts) Set(x []float32, cols, T int) {
 	for t := 0; t < T; t++ {
 		quantize(a.Q[t*rb:(t+1)*rb], x[t*cols:(t+1)*cols])
 	}
-	a.T, a.Cols, a.ready, a.p8ok = T, cols, false, false
-	a.pairs = a.pairs[:0]
+	a.T, a.Cols, a.ready = T, cols, false
+	a.pairs, a.p8 = a.pairs[:0], a.p8[:0]
 	switch {
 	case AVX512:
 		a.prep()
@@ -100,9 +99,9 @@ func (a *Acts) Tokens(t0, n int) Acts {
 		pb := pairBytes(a.Cols / 32)
 		v.pairs = a.pairs[t0*pb : (t0+n)*pb]
 	}
-	if a.p8ok {
-		tb := 64 * (a.Cols / 32)
-		v.p8, v.p8ok = a.p8[t0*tb:(t0+n)*tb], true
+	if len(a.p8) > 0 {
+		tb := p8TabBytes * (a.Cols / 32)
+		v.p8 = a.p8[t0*tb : (t0+n)*tb]
 	}
 	return v
 }
@@ -110,15 +109,14 @@ func (a *Acts) Tokens(t0, n int) Acts {
 // PrepPacked makes the tables that GatherQ4x8Acts reads of each token,
 // once per Set; call it before threads share a.
 func (a *Acts) PrepPacked() {
-	if a.p8ok || !Available {
+	if len(a.p8) > 0 || !Available {
 		return
 	}
 	nblk := a.Cols / 32
-	a.p8 = grow(a.p8, a.T*64*nblk)
+	a.p8 = grow(a.p8, a.T*p8TabBytes*nblk)
 	for t := range a.T {
-		p8Table(a.p8[t*64*nblk:], a.Q[t*nblk*q8Block:], nblk)
+		p8Table(a.p8[t*p8TabBytes*nblk:], a.Q[t*nblk*q8Block:], nblk)
 	}
-	a.p8ok = true
 }
 
 func (a *Acts) prep() {

@@ -64,20 +64,11 @@ func GatherQ4x8(out []float32, p []byte, cols int, xq []byte) {
 	if len(xq) != nblk*q8Block || nblk == 0 || len(p)%(nblk*p8Bytes) != 0 || len(out) != len(p)/(nblk*p8Bytes)*8 {
 		panic(fmt.Sprintf("avx2.GatherQ4x8: out %d, packed %d bytes, x %d bytes for cols=%d", len(out), len(p), len(xq), cols))
 	}
-	if !Available {
-		for g := 0; g < len(out)/8; g++ {
-			for r := range 8 {
-				out[8*g+r] = p8Row(p, nblk, g, r, xq)
-			}
-		}
-		return
-	}
-	tab := q4Scratch.Get().(*[]byte)
-	*tab = grow(*tab, 64*nblk)
-	p8Table(*tab, xq, nblk)
-	gatherQ4p8(&out[0], &p[0], len(out)/8, &xq[0], nblk, &(*tab)[0])
-	q4Scratch.Put(tab)
+	GatherQ4x8T(out, len(out), p, cols, xq, 1)
 }
+
+// p8TabBytes is p8Table's size a block.
+const p8TabBytes = 64
 
 // p8Table writes what the packed kernels read of x besides its bytes: per
 // block, 32 bytes of 8Σx (int32) and 32 of d_x (f32), each eight times, so
@@ -91,8 +82,8 @@ func p8Table(tab, xq []byte, nblk int) {
 		}
 		dx := half.Decode(binary.LittleEndian.Uint16(blk))
 		for l := range 8 {
-			binary.LittleEndian.PutUint32(tab[64*b+4*l:], uint32(8*sum))
-			binary.LittleEndian.PutUint32(tab[64*b+32+4*l:], math.Float32bits(dx))
+			binary.LittleEndian.PutUint32(tab[p8TabBytes*b+4*l:], uint32(8*sum))
+			binary.LittleEndian.PutUint32(tab[p8TabBytes*b+32+4*l:], math.Float32bits(dx))
 		}
 	}
 }
@@ -105,21 +96,23 @@ func p8Table(tab, xq []byte, nblk int) {
 func GatherQ4x8T(out []float32, ldo int, p []byte, cols int, xq []byte, T int) {
 	checkBlocks("GatherQ4x8T", cols)
 	nblk := cols / 32
-	gb := nblk * p8Bytes
-	if nblk == 0 || T <= 0 || len(xq) != T*nblk*q8Block || len(p)%gb != 0 || ldo < len(p)/gb*8 || len(out) < (T-1)*ldo+len(p)/gb*8 {
-		panic(fmt.Sprintf("avx2.GatherQ4x8T: out %d (ldo %d), packed %d bytes, x %d bytes for cols=%d, T=%d", len(out), ldo, len(p), len(xq), cols, T))
+	if len(xq) != T*nblk*q8Block {
+		panic(fmt.Sprintf("avx2.GatherQ4x8T: x has %d bytes, want %d tokens of cols=%d", len(xq), T, cols))
 	}
+	checkP8("GatherQ4x8T", out, ldo, p, nblk, T)
 	if !Available {
-		ng := len(p) / gb
 		for t := range T {
-			GatherQ4x8(out[t*ldo:][:8*ng], p, cols, xq[t*nblk*q8Block:][:nblk*q8Block])
+			xt := xq[t*nblk*q8Block:][:nblk*q8Block]
+			for k := range len(p) / (nblk * p8Bytes) * 8 {
+				out[t*ldo+k] = p8Row(p, nblk, k/8, k%8, xt)
+			}
 		}
 		return
 	}
 	tab := q4Scratch.Get().(*[]byte)
-	*tab = grow(*tab, T*64*nblk)
+	*tab = grow(*tab, T*p8TabBytes*nblk)
 	for t := range T {
-		p8Table((*tab)[t*64*nblk:], xq[t*nblk*q8Block:], nblk)
+		p8Table((*tab)[t*p8TabBytes*nblk:], xq[t*nblk*q8Block:], nblk)
 	}
 	gatherQ4x8Tiles(out, ldo, p, nblk, xq, T, *tab)
 	q4Scratch.Put(tab)
@@ -130,15 +123,21 @@ func GatherQ4x8T(out []float32, ldo int, p []byte, cols int, xq []byte, T int) {
 func GatherQ4x8Acts(out []float32, ldo int, p []byte, a *Acts) {
 	nblk := a.Cols / 32
 	xq := a.Q[:a.T*nblk*q8Block]
-	if !a.p8ok || nblk == 0 || a.T == 0 {
+	if len(a.p8) == 0 || nblk == 0 {
 		GatherQ4x8T(out, ldo, p, a.Cols, xq, a.T)
 		return
 	}
-	gb := nblk * p8Bytes
-	if len(p)%gb != 0 || ldo < len(p)/gb*8 || len(out) < (a.T-1)*ldo+len(p)/gb*8 {
-		panic(fmt.Sprintf("avx2.GatherQ4x8Acts: out %d (ldo %d), packed %d bytes for cols=%d, T=%d", len(out), ldo, len(p), a.Cols, a.T))
-	}
+	checkP8("GatherQ4x8Acts", out, ldo, p, nblk, a.T)
 	gatherQ4x8Tiles(out, ldo, p, nblk, xq, a.T, a.p8)
+}
+
+// checkP8 panics unless packed p (whole groups of nblk blocks) and out
+// (T tokens, ldo apart) fit each other.
+func checkP8(name string, out []float32, ldo int, p []byte, nblk, T int) {
+	gb := nblk * p8Bytes
+	if nblk == 0 || T <= 0 || len(p)%gb != 0 || ldo < len(p)/gb*8 || len(out) < (T-1)*ldo+len(p)/gb*8 {
+		panic(fmt.Sprintf("avx2.%s: out %d (ldo %d), packed %d bytes for cols=%d, T=%d", name, len(out), ldo, len(p), 32*nblk, T))
+	}
 }
 
 // PackPays says whether the packed q4_0 kernels beat the row kernels on
@@ -156,10 +155,10 @@ func gatherQ4x8Tiles(out []float32, ldo int, p []byte, nblk int, xq []byte, T in
 		m := min(tile, ng-g0)
 		t := 0
 		for ; t+4 <= T; t += 4 {
-			gatherQ4p8x4(&out[t*ldo+8*g0], ldo, &p[g0*gb], m, &xq[t*nblk*q8Block], nblk, &tab[t*64*nblk])
+			gatherQ4p8x4(&out[t*ldo+8*g0], ldo, &p[g0*gb], m, &xq[t*nblk*q8Block], nblk, &tab[t*p8TabBytes*nblk])
 		}
 		for ; t < T; t++ {
-			gatherQ4p8(&out[t*ldo+8*g0], &p[g0*gb], m, &xq[t*nblk*q8Block], nblk, &tab[t*64*nblk])
+			gatherQ4p8(&out[t*ldo+8*g0], &p[g0*gb], m, &xq[t*nblk*q8Block], nblk, &tab[t*p8TabBytes*nblk])
 		}
 	}
 }

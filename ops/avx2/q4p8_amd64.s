@@ -1,7 +1,7 @@
 //go:build amd64 && !purego
 
-// The q4_0 mat-vec over rows packed eight at a time (q4p8.go): lane r of
-// every register is row r.
+// The q4_0 mat-vec and mat-mul over rows packed eight at a time (q4p8.go):
+// lane r of every register is row r.
 
 #include "textflag.h"
 
@@ -10,20 +10,33 @@ GLOBL p8_low4<>(SB), RODATA|NOPTR, $4
 DATA p8_ones<>+0(SB)/4, $0x00010001
 GLOBL p8_ones<>(SB), RODATA|NOPTR, $4
 
-// CHUNK adds part c of the block at SI (its 32 bytes at 16+32c) times x's
-// bytes 4c..4c+3 (low nibbles) and 16+4c.. (high) of the block at DI to
-// the int16 sums Y0.
-#define CHUNK(c) \
-	VMOVDQU      (16+32*c)(SI), Y1   \
-	VPSRLW       $4, Y1, Y2           \
-	VPAND        Y14, Y1, Y1          \
-	VPAND        Y14, Y2, Y2          \
-	VPBROADCASTD (2+4*c)(DI), Y3      \
-	VPBROADCASTD (18+4*c)(DI), Y4     \
-	VPMADDUBSW   Y3, Y1, Y1           \
-	VPMADDUBSW   Y4, Y2, Y2           \
-	VPADDW       Y1, Y0, Y0           \
-	VPADDW       Y2, Y0, Y0
+// UNPACK loads part c of the block at SI (its 32 bytes at 16+32c) into
+// Y1 (low nibbles) and Y2 (high); Y14 holds 0x0f bytes.
+#define UNPACK(c) \
+	VMOVDQU (16+32*c)(SI), Y1 \
+	VPSRLW  $4, Y1, Y2         \
+	VPAND   Y14, Y1, Y1        \
+	VPAND   Y14, Y2, Y2
+
+// TOK adds the unpacked part c times token X's x (at X, e.g.
+// (DI)(R10*1): bytes 4c..4c+3 against the low nibbles, 16+4c.. against the
+// high) to the int16 sums A.
+#define TOK(c, X, A) \
+	VPBROADCASTD (2+4*c)X, Y3   \
+	VPMADDUBSW   Y3, Y1, Y3     \
+	VPADDW       Y3, A, A       \
+	VPBROADCASTD (18+4*c)X, Y3  \
+	VPMADDUBSW   Y3, Y2, Y3     \
+	VPADDW       Y3, A, A
+
+// FIN scales token X's block sums A (its p8Table entry at X) into F: the
+// d of the eight rows are in Y12, int16 ones in Y13.
+#define FIN(X, A, F) \
+	VPMADDWD    Y13, A, A     \
+	VPSUBD      X, A, A       \
+	VCVTDQ2PS   A, A          \
+	VMULPS      32X, Y12, Y3  \
+	VFMADD231PS Y3, A, F
 
 // func gatherQ4p8(out *float32, p *byte, ngroups int, xq *byte, nblk int, tab *byte)
 TEXT ·gatherQ4p8(SB), NOSPLIT, $0-48
@@ -45,16 +58,16 @@ block:
 	PREFETCHT0   1152(SI)
 	PREFETCHT0   1216(SI)
 	VPXOR        Y0, Y0, Y0
-	CHUNK(0)
-	CHUNK(1)
-	CHUNK(2)
-	CHUNK(3)
-	VPMADDWD     Y13, Y0, Y0
-	VPSUBD       (DX), Y0, Y0
-	VCVTDQ2PS    Y0, Y0
-	VCVTPH2PS    (SI), Y1
-	VMULPS       32(DX), Y1, Y1
-	VFMADD231PS  Y1, Y0, Y15
+	UNPACK(0)
+	TOK(0, (DI), Y0)
+	UNPACK(1)
+	TOK(1, (DI), Y0)
+	UNPACK(2)
+	TOK(2, (DI), Y0)
+	UNPACK(3)
+	TOK(3, (DI), Y0)
+	VCVTPH2PS    (SI), Y12
+	FIN((DX), Y0, Y15)
 	ADDQ         $144, SI
 	ADDQ         $34, DI
 	ADDQ         $64, DX
@@ -74,34 +87,12 @@ done:
 // 1-3 of xq and tab sit one token's stride (R10, R12) apart, their outputs
 // ldo floats (AX bytes) apart.
 
-// TOK adds part c times token X's x (at X, e.g. (DI)(R10*1)) to the int16
-// sums A; Y1 and Y2 hold the part's low and high nibbles.
-#define TOK(c, X, A) \
-	VPBROADCASTD (2+4*c)X, Y3   \
-	VPMADDUBSW   Y3, Y1, Y3     \
-	VPADDW       Y3, A, A       \
-	VPBROADCASTD (18+4*c)X, Y3  \
-	VPMADDUBSW   Y3, Y2, Y3     \
-	VPADDW       Y3, A, A
-
 #define CHUNK4(c) \
-	VMOVDQU (16+32*c)(SI), Y1      \
-	VPSRLW  $4, Y1, Y2              \
-	VPAND   Y14, Y1, Y1             \
-	VPAND   Y14, Y2, Y2             \
+	UNPACK(c)                       \
 	TOK(c, (DI), Y4)                \
 	TOK(c, (DI)(R10*1), Y5)         \
 	TOK(c, (DI)(R10*2), Y6)         \
 	TOK(c, (DI)(R11*1), Y7)
-
-// FIN scales token X's block sums A (table at X) into F: the d of the eight
-// rows are in Y12.
-#define FIN(X, A, F) \
-	VPMADDWD    Y13, A, A     \
-	VPSUBD      X, A, A       \
-	VCVTDQ2PS   A, A          \
-	VMULPS      32X, Y12, Y3  \
-	VFMADD231PS Y3, A, F
 
 // func gatherQ4p8x4(out *float32, ldo int, p *byte, ngroups int, xq *byte, nblk int, tab *byte)
 TEXT ·gatherQ4p8x4(SB), NOSPLIT, $0-56

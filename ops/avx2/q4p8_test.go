@@ -147,9 +147,9 @@ func BenchmarkPrefillQ4x8(b *testing.B) {
 	var a Acts
 	a.Set(x, benchCols, T)
 	nblk := benchCols / 32
-	tab := make([]byte, T*64*nblk)
+	tab := make([]byte, T*p8TabBytes*nblk)
 	for t := range T {
-		p8Table(tab[t*64*nblk:], a.Q[t*nblk*34:], nblk)
+		p8Table(tab[t*p8TabBytes*nblk:], a.Q[t*nblk*34:], nblk)
 	}
 	hot := randMatrix(r, kQ4, 64, benchCols, 0)
 	hotP := PackQ4x8(hot, benchCols)
