@@ -28,12 +28,9 @@ func mapFd(fd, size int) ([]byte, func() error, error) {
 }
 
 // Release tells the kernel that b, part of the map (a tensor's data or a
-// piece of it), will not be read for a while: the whole 2 MB pages inside
-// it leave the process, the page cache keeping them, and a later read maps
-// them again. The map is read-only and shared, so nothing is lost. Whole
-// 2 MB pages only: dropping part of one splits its mapping, and the
-// neighbouring tensor's part would come back in 4 KB pages, each a fault
-// and a TLB entry.
+// piece of it), will not be read for a while (hugepage.Drop): the page
+// cache keeps its pages, and a later read maps them again. The map is
+// read-only and shared, so nothing is lost; anything else is left alone.
 func (f *File) Release(b []byte) {
 	if len(b) == 0 || len(f.data) == 0 || f.unmap == nil {
 		return
@@ -42,9 +39,5 @@ func (f *File) Release(b []byte) {
 	if p < base || p+uintptr(len(b)) > base+uintptr(len(f.data)) {
 		return
 	}
-	ps := uintptr(hugepage.Size)
-	lo, hi := (p+ps-1)&^(ps-1), (p+uintptr(len(b)))&^(ps-1)
-	if hi > lo {
-		_ = unix.Madvise(unsafe.Slice((*byte)(unsafe.Add(unsafe.Pointer(&b[0]), lo-p)), hi-lo), unix.MADV_DONTNEED)
-	}
+	hugepage.Drop(b)
 }

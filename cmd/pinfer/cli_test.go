@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"github.com/pinfer/pinfer/ops/avx2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/pinfer/pinfer/internal/fixtures"
+	"github.com/pinfer/pinfer/ops/avx2"
 	"github.com/stretchr/testify/require"
 )
 

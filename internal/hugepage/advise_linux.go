@@ -97,6 +97,22 @@ func Reserve(n int, prot int) (p unsafe.Pointer, mapped uintptr, err error) {
 	return p, mapped, nil
 }
 
+// Drop gives back the whole 2 MB pages inside b (MADV_DONTNEED), only for
+// a shared file map, which reads them back from the page cache: private
+// memory would read back as zeros. Whole 2 MB pages only: dropping part of
+// one splits its mapping, and the rest, a neighbour's, would come back in
+// 4 KB pages, each a fault and a TLB entry.
+func Drop(b []byte) {
+	if len(b) == 0 {
+		return
+	}
+	p := uintptr(unsafe.Pointer(&b[0]))
+	lo, hi := (p+Size-1)&^(Size-1), (p+uintptr(len(b)))&^(Size-1)
+	if hi > lo {
+		_ = unix.Madvise(b[lo-p:hi-p], unix.MADV_DONTNEED)
+	}
+}
+
 // Populate has the kernel fault in b's pages for writing in one call
 // (MADV_POPULATE_WRITE, Linux 5.14), not one fault a page; where it cannot,
 // the first writes fault them in as usual.

@@ -14,5 +14,8 @@ func Uncache(string) error { return nil }
 // Alloc is a plain Go allocation where pages are not advised.
 func Alloc[T any](n int, _ bool) ([]T, func(), error) { return make([]T, n), func() {}, nil }
 
+// Drop keeps the pages where they are not advised.
+func Drop([]byte) {}
+
 // Populate leaves the first writes to fault pages in.
 func Populate([]byte) {}
