@@ -1,0 +1,178 @@
+package avx2
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// checkAxpyQ4x8 holds AxpyQ4x8 over blocks b0..b1 of packed p (PackQ4Axpy
+// of q4_0 rows w) to the float64 sum from w's own rows, within what
+// rounding each group's coef·d to int8 allows (half a scale per row,
+// the scale being the group's largest |coef·d| over 127, taken here from
+// the rows) and float32's rounding once per group.
+func checkAxpyQ4x8(t *testing.T, w, p []byte, cols, b0, b1 int, coef, y0 []float32) {
+	t.Helper()
+	n, rb := len(coef), kQ4.rowBytes(cols)
+	lo, hi := 32*b0, 32*b1
+	got := append([]float32(nil), y0[lo:hi]...)
+	AxpyQ4x8(got, p[b0*n*18:b1*n*18], coef)
+	want, mag, allow := make([]float64, cols), make([]float64, cols), make([]float64, cols)
+	for j, v := range y0 {
+		want[j], mag[j] = float64(v), math.Abs(float64(v))
+	}
+	for g := 0; g < n; g += 8 {
+		for b := range cols / 32 {
+			var s float64
+			for r := g; r < g+8; r++ {
+				s = max(s, math.Abs(float64(coef[r])*refHalf(le16(w[r*rb+18*b:]))))
+			}
+			s /= 127
+			for r := g; r < g+8; r++ {
+				row := refRow(kQ4, w[r*rb:][:rb], cols)
+				d := refHalf(le16(w[r*rb+18*b:]))
+				for j := 32 * b; j < 32*b+32; j++ {
+					v := float64(coef[r]) * row[j]
+					want[j] += v
+					mag[j] += math.Abs(v)
+					allow[j] += (0.5*s + 1e-6*s) * math.Abs(row[j]/d)
+				}
+			}
+		}
+	}
+	for j := lo; j < hi; j++ {
+		if math.IsNaN(want[j]) || math.IsInf(want[j], 0) || mag[j] > 1e30 || math.IsNaN(allow[j]) {
+			continue // a fuzzed row's infinite or NaN d
+		}
+		tol := allow[j] + 6e-8*float64(n/8+1)*(mag[j]+allow[j]) + 1e-30
+		if d := math.Abs(float64(got[j-lo]) - want[j]); !(d <= tol) {
+			t.Fatalf("cols %d, %d rows, blocks %d..%d: y[%d] = %g, want %g (tol %g)", cols, n, b0, b1, j, got[j-lo], want[j], tol)
+		}
+	}
+}
+
+func TestAxpyQ4x8(t *testing.T) {
+	r := rand.New(rand.NewPCG(31, 31))
+	for _, cols := range []int{32, 64, 544, 4096} {
+		for _, n := range []int{8, 16, 40} {
+			w := randMatrix(r, kQ4, n, cols, 1)
+			p := PackQ4Axpy(w, cols)
+			coef := randVec(r, n)
+			if n >= 16 {
+				// A group of zeros (its scale falls back to the tiny
+				// one) and one with a large coefficient beside small ones.
+				clear(coef[:8])
+				coef[9] = 300
+			}
+			y0 := randVec(r, cols)
+			nb := cols / 32
+			t.Run(fmt.Sprintf("cols%d/n%d", cols, n), func(t *testing.T) {
+				forPaths(t, func(t *testing.T) {
+					checkAxpyQ4x8(t, w, p, cols, 0, nb, coef, y0)
+					if nb > 2 {
+						checkAxpyQ4x8(t, w, p, cols, 1, nb-1, coef, y0)
+					}
+				})
+			})
+		}
+	}
+}
+
+// TestAxpyQ4x8Model holds the kernel to its Go model (the portable path),
+// which makes the same int8 coefficients and integer sums: they differ by
+// the model's second rounding of each multiply-add, an ulp at most.
+func TestAxpyQ4x8Model(t *testing.T) {
+	if !hasAVX2 {
+		t.Skip("the portable path is the model; TestAxpyQ4x8 holds it to the reference")
+	}
+	r := rand.New(rand.NewPCG(32, 32))
+	const cols, n = 1024, 64
+	w := randMatrix(r, kQ4, n, cols, 0)
+	p := PackQ4Axpy(w, cols)
+	coef := randVec(r, n)
+	y0 := randVec(r, cols)
+	var got, want []float32
+	onPath("avx2", func() {
+		got = append([]float32(nil), y0...)
+		AxpyQ4x8(got, p, coef)
+	})
+	want = append([]float32(nil), y0...)
+	axpyQ4a8Go(want, p, coef)
+	for j := range got {
+		if d := math.Abs(float64(got[j] - want[j])); d > 2e-7*float64(n/8)*math.Abs(float64(want[j]))+1e-6 {
+			t.Fatalf("y[%d]: kernel %g, model %g", j, got[j], want[j])
+		}
+	}
+}
+
+func FuzzAxpyQ4x8(f *testing.F) {
+	fuzzSeeds(f)
+	f.Fuzz(func(t *testing.T, kb byte, c uint16, nr uint8, sel, data []byte) {
+		_, cols, w, _, nrows := fuzzShape(kb|byte(kQ4), c, nr, nil, data)
+		n := nrows / 8 * 8
+		if n == 0 {
+			return
+		}
+		w = w[:n*kQ4.rowBytes(cols)]
+		r := rand.New(rand.NewPCG(uint64(c), uint64(nr)))
+		coef := randVec(r, n)
+		for i := range min(len(sel), n) {
+			if sel[i]&1 == 0 {
+				coef[i] = 0
+			}
+		}
+		y0 := randVec(r, cols)
+		p := PackQ4Axpy(w, cols)
+		forPaths(t, func(t *testing.T) {
+			checkAxpyQ4x8(t, w, p, cols, 0, cols/32, coef, y0)
+		})
+	})
+}
+
+// BenchmarkAxpyQ4x8 holds the packed axpy beside the row kernel
+// (AxpyQ4_0, whose runs of rows take axpyQ4i16a on AVX2), hot (160 rows,
+// in L2) and over all rows of the benchmark's 11008x4096 matrices, as a
+// dense FFN's down projection reads them.
+func BenchmarkAxpyQ4x8(b *testing.B) {
+	r := rand.New(rand.NewPCG(33, 33))
+	hot := randMatrix(r, kQ4, 160, benchCols, 0)
+	hotP := PackQ4Axpy(hot, benchCols)
+	m := benchMatrix(kQ4)
+	nr := benchRows / 8 * 8
+	packed := make([][]byte, len(m.layers))
+	for i, l := range m.layers {
+		packed[i] = PackQ4Axpy(l[:nr*kQ4.rowBytes(benchCols)], benchCols)
+	}
+	coef := randVec(r, benchRows)
+	y := make([]float32, benchCols)
+	for _, c := range []struct {
+		name string
+		n    int
+		run  func(i int)
+	}{
+		{"hot/rows", 160, func(i int) { AxpyQ4_0(y, hot, benchCols, Iota(160), coef[:160]) }},
+		{"hot/packed", 160, func(i int) { AxpyQ4x8(y, hotP, coef[:160]) }},
+		{"all/rows", nr, func(i int) { AxpyQ4_0(y, m.layers[i%len(m.layers)], benchCols, Iota(nr), coef[:nr]) }},
+		{"all/packed", nr, func(i int) { AxpyQ4x8(y, packed[i%len(packed)], coef[:nr]) }},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			b.SetBytes(int64(c.n * kQ4.rowBytes(benchCols)))
+			i := 0
+			for b.Loop() {
+				c.run(i)
+				i++
+			}
+		})
+	}
+}
+
+func BenchmarkPackQ4Axpy(b *testing.B) {
+	r := rand.New(rand.NewPCG(34, 34))
+	w := randMatrix(r, kQ4, 1024, benchCols, 0)
+	p := make([]byte, len(w))
+	b.SetBytes(int64(len(w)))
+	for b.Loop() {
+		PackQ4AxpyInto(p, w, benchCols)
+	}
+}
