@@ -25,11 +25,13 @@ func TestDecodeAllocatesNothing(t *testing.T) {
 		{fixtures.Path(t, "stories260K", "stories260K.gguf"), "dense"},
 		{shakespeare, "oracle"},
 		{gen, "mlp"},
+		{gen, "dense"}, // q4_0 FFNs packed for dense reads, where that pays
 	} {
 		m, err := Load(c.path, "")
 		require.NoError(t, err)
 		pred, err := m.Predictor(c.pred)
 		require.NoError(t, err)
+		m.WaitPacked()
 		pool := ops.NewPool(2)
 		for _, kv := range []ops.DType{ops.F32, ops.F16} {
 			m.KVType = kv

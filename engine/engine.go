@@ -27,6 +27,7 @@ type Model struct {
 	KVType ops.DType
 
 	packing *ops.Packing // repack's
+	dense   *ops.Packing // PackDense's
 }
 
 // Load opens a GGUF file and binds it to graphPath, or, when that is empty,
@@ -81,15 +82,33 @@ func (m *Model) bind(graphPath string) error {
 // that pays (ops.PackAll), and lets the pages of the rows that only the
 // packed copies are read for leave the process.
 func (m *Model) repack() (err error) {
-	var ms []*ops.Matrix
+	m.packing, err = ops.PackAll(m.packs(func(s ops.Slot) bool { return s.Whole }), runtime.GOMAXPROCS(0), packBudget, m.File.Release)
+	return err
+}
+
+// packs lists the matrices of the slots that want says to pack.
+func (m *Model) packs(want func(ops.Slot) bool) []ops.Pack {
+	var ps []ops.Pack
 	for _, n := range m.Prog.Nodes {
 		for i, s := range n.Op.Weights {
-			if w := n.W[i]; s.Whole && w != nil && w.M != nil {
-				ms = append(ms, w.M)
+			if w := n.W[i]; want(s) && w != nil && w.M != nil {
+				ps = append(ps, ops.Pack{M: w.M, Axpy: s.Axpy})
 			}
 		}
 	}
-	m.packing, err = ops.PackAll(ms, runtime.GOMAXPROCS(0), packBudget, m.File.Release)
+	return ps
+}
+
+// PackDense packs, in the background and where that pays, the matrices
+// that ops read whole when they run without a predictor (ops.Slot.Dense:
+// a sparse FFN's gate, up and down), for a dense run. Their rows stay,
+// for the sparse path. Not to be called concurrently.
+func (m *Model) PackDense() error {
+	if m.dense != nil {
+		return nil
+	}
+	var err error
+	m.dense, err = ops.PackAll(m.packs(func(s ops.Slot) bool { return s.Dense }), runtime.GOMAXPROCS(0), 0, nil)
 	return err
 }
 
@@ -97,12 +116,15 @@ func (m *Model) repack() (err error) {
 // model runs.
 const packBudget = time.Second
 
-// Repacked is the size of the q4_0 weights that repack packs.
-func (m *Model) Repacked() int { return m.packing.Bytes() }
+// Repacked is the size of the q4_0 weights that repack and PackDense pack.
+func (m *Model) Repacked() int { return m.packing.Bytes() + m.dense.Bytes() }
 
-// WaitPacked returns once repack is done: a benchmark then times what a run
-// gets after its first seconds.
-func (m *Model) WaitPacked() { m.packing.Wait() }
+// WaitPacked returns once repack and PackDense are done: a benchmark then
+// times what a run gets after its first seconds.
+func (m *Model) WaitPacked() {
+	m.packing.Wait()
+	m.dense.Wait()
+}
 
 // BuiltinGraphs parses the graphs shipped in models/.
 func BuiltinGraphs() ([]*graph.Spec, error) {
@@ -121,7 +143,8 @@ func BuiltinGraphs() ([]*graph.Spec, error) {
 // Close stops repack and unmaps the file.
 func (m *Model) Close() error {
 	m.packing.Close() // it reads the file
-	m.packing = nil
+	m.dense.Close()
+	m.packing, m.dense = nil, nil
 	return m.File.Close()
 }
 

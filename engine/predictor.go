@@ -8,12 +8,18 @@ import (
 
 // Predictor makes the named predictor for this model: a built-in name, or
 // the path of a plugin's .go file. An empty name picks mlp when the file
-// carries fc1/fc2 for every sparse layer, else dense.
+// carries fc1/fc2 for every sparse layer, else dense. The dense predictor
+// has the model pack its FFNs for dense reads (PackDense).
 func (m *Model) Predictor(name string) (predictors.Predictor, error) {
 	if name == "" {
 		name = "dense"
 		if len(m.Prog.Layers) > 0 && m.Prog.Layers[0].FC1 != nil {
 			name = "mlp"
+		}
+	}
+	if name == "dense" {
+		if err := m.PackDense(); err != nil {
+			return nil, err
 		}
 	}
 	if strings.HasSuffix(name, ".go") {

@@ -37,14 +37,23 @@ func fastLevels(t *testing.T) []string {
 }
 
 // forLevel is m as level runs it: at avx2-packed, a copy with q4_0's
-// packed layout (PackAll's; wherever AVX2 runs, not only where it pays).
+// packed layouts (PackAll's, for mat-vecs and for a dense axpy; wherever
+// AVX2 runs, not only where it pays).
 func forLevel(level string, m *Matrix) *Matrix {
-	if level != "avx2-packed" || m.Type != Q4_0 {
+	if level != "avx2-packed" || m == nil || m.Type != Q4_0 {
 		return m
 	}
 	c := &Matrix{Type: m.Type, Rows: m.Rows, Cols: m.Cols, Data: m.Data}
-	c.pack(nil)
+	c.pack(nil, false)
+	c.pack(nil, true)
 	return c
+}
+
+// ffnForLevel is f and down as level runs them (forLevel).
+func ffnForLevel(level string, f *FFN, down *Matrix) (*FFN, *Matrix) {
+	c := *f
+	c.Gate, c.Up = forLevel(level, f.Gate), forLevel(level, f.Up)
+	return &c, forLevel(level, down)
 }
 
 // withFast runs f with the vector kernels of level on.
@@ -187,7 +196,8 @@ func TestBackendFFNRow(t *testing.T) {
 				FFNRow(pool, f, down, x, active, want)
 				for _, lv := range fastLevels(t) {
 					got := make([]float32, d)
-					withFast(lv, func() { FFNRow(pool, f, down, x, active, got) })
+					fl, dl := ffnForLevel(lv, f, down)
+					withFast(lv, func() { FFNRow(pool, fl, dl, x, active, got) })
 					// A neuron near its threshold may fall either side once the
 					// activations are rounded, so bound by the largest output.
 					var scale float64
@@ -299,7 +309,8 @@ func TestBackendFFNBatch(t *testing.T) {
 			}
 			for _, lv := range fastLevels(t) {
 				got := make([]float32, T*d)
-				withFast(lv, func() { FFNBatch(pool, f, down, x, T, acts, got) })
+				fl, dl := ffnForLevel(lv, f, down)
+				withFast(lv, func() { FFNBatch(pool, fl, dl, x, T, acts, got) })
 				for i := range want {
 					require.InDelta(t, want[i], got[i], tolerance(typ, scale*4)+1e-4, "%s %s sparse %v out %d", lv, typ, acts != nil, i)
 				}

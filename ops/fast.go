@@ -117,7 +117,7 @@ func matMulFast(p *Pool, outs [][]float32, ms []*Matrix, x []float32, T int) {
 	for k, m := range ms {
 		j.parts = append(j.parts, matPart{m: m, out: outs[k], first: rows})
 		rows += m.Rows
-		if m.packed() != nil && a != nil {
+		if m.packed(false) != nil && a != nil {
 			a.PrepPacked()
 		}
 	}
@@ -164,8 +164,8 @@ func (j *matJob) Run(lo, hi int) {
 	for _, pt := range j.parts {
 		m := pt.m
 		r0, r1 := max(lo-pt.first, 0), min(hi-pt.first, m.Rows)
-		if p8 := m.packed(); p8 != nil && j.a != nil {
-			r0 = j.packedRows(pt, p8, r0, r1)
+		if p8 := m.packed(false); p8 != nil && j.a != nil {
+			r0 = packedRows(m, p8, pt.out, m.Rows, 0, r0, r1, j.a)
 		}
 		for r0 < r1 {
 			e := r1

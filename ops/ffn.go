@@ -58,17 +58,35 @@ func ffnCPU(pool *Pool, f *FFN, down *Matrix, x []float32, T int, ids []int32, a
 		return
 	}
 	j := ffnJobs.Get().(*ffnJob)
-	*j = ffnJob{f: f, down: down, x: x, T: T, ids: ids, predicted: predicted, parts: j.parts[:0], pos: j.pos}
+	*j = ffnJob{f: f, down: down, x: x, T: T, ids: ids, predicted: predicted, parts: j.parts[:0], pos: j.pos, coefBuf: j.coefBuf}
 	j.ownGates(actives)
 	j.fast = fastType(f.Gate.Type) && (f.Up == nil || f.Up.Type == f.Gate.Type) && fastType(down.Type)
 	if j.fast {
 		j.a = quantizeX(f.Gate.Type, x, f.Gate.Cols, T)
+		if j.a != nil && !predicted && f.Gate.packed(false) != nil {
+			j.a.PrepPacked()
+		}
+	}
+	// A dense decode step whose down projection has its packed copy: the
+	// pieces leave their activations in j.coef, then the threads share
+	// the columns of out, each adding every row's part (avx2.AxpyQ4x8).
+	var a8 []byte
+	if !predicted && T == 1 && j.fast {
+		a8 = down.packed(true)
+	}
+	if a8 != nil {
+		j.coef = growF(j.coefBuf, len(ids))
+		j.coefBuf = j.coef
 	}
 	// Pieces of at least ffnPieceRows row-tokens: a small active set (the
 	// cold share of a hybrid FFN) cut 4x per thread is all overhead: each
 	// piece clears and leaves a partial sum of the whole output.
 	th := pool.Threads()
 	pool.Share(len(ids), max(th, min(pieces(th, T), T*len(ids)/ffnPieceRows)), j)
+	if a8 != nil {
+		j.down8 = downPacked{p: a8, coef: j.coef, out: out[:down.Cols], rows: down.Rows}
+		pool.Do(down.Cols/32, &j.down8)
+	}
 	// Each piece summed into its own partial; add them up now, in the
 	// pieces' order, so that the result does not depend on timing, and
 	// split by columns over the threads (eight threads leave 32 partials).
@@ -80,8 +98,21 @@ func ffnCPU(pool *Pool, f *FFN, down *Matrix, x []float32, T int, ids []int32, a
 	}
 	releaseX(j.a)
 	clear(j.parts)
-	*j = ffnJob{parts: j.parts[:0]}
+	*j = ffnJob{parts: j.parts[:0], pos: j.pos, coefBuf: j.coefBuf}
 	ffnJobs.Put(j)
+}
+
+// downPacked adds Σ_r coef[r]·row r of a packed down projection (all rows)
+// to out, over a range of its 32-column blocks.
+type downPacked struct {
+	p         []byte
+	coef, out []float32
+	rows      int
+}
+
+func (d *downPacked) Run(lo, hi int) {
+	bb := d.rows * 18 // a block's bytes over all rows
+	avx2.AxpyQ4x8(d.out[32*lo:32*hi], d.p[lo*bb:hi*bb], d.coef)
 }
 
 const ffnPieceRows = 32
@@ -107,6 +138,10 @@ type ffnJob struct {
 	mu      sync.Mutex
 	parts   []*ffnScratch
 	sum     sumParts
+	// coef: every neuron's activation, for a packed down projection
+	// (down8), which the pieces leave to it.
+	coef, coefBuf []float32
+	down8         downPacked
 }
 
 // sumParts adds an FFN's partial sums into out over a range of columns.
@@ -135,11 +170,11 @@ func (j *ffnJob) Run(lo, hi int) {
 	if j.actives != nil {
 		j.gateEach(s, lo, hi)
 	} else {
-		gatherAll(j.fast, f.Gate, s.g, ids, j.x, T, j.a)
+		j.gatherRows(f.Gate, s.g, lo, hi)
 	}
 	decodeSkip := T == 1 && j.predicted && skipRows
 	if f.Up != nil {
-		if unread := j.gatherUp(s, ids); decodeSkip && f.Skipped != nil {
+		if unread := j.gatherUp(s, lo, hi); decodeSkip && f.Skipped != nil {
 			atomic.AddInt64(&f.Skipped.Up, int64(unread))
 		}
 	}
@@ -149,6 +184,11 @@ func (j *ffnJob) Run(lo, hi int) {
 			u = s.u[t*n : (t+1)*n]
 		}
 		activate(f, s.g[t*n:(t+1)*n], u, ids)
+	}
+	if j.coef != nil {
+		copy(j.coef[lo:hi], s.g[:n])
+		ffnBufs.Put(s)
+		return
 	}
 	if T > 1 {
 		j.downEach(s, ids)
@@ -302,18 +342,18 @@ func (j *ffnJob) ownGates(actives [][]int32) {
 	}
 }
 
-// gatherUp sets s.u for the piece's neurons ids. Where the activation is
+// gatherUp sets s.u for the piece's neurons j.ids[lo:hi]. Where the activation is
 // zero whenever the gate does not fire (relu, fatrelu, drelu), each token
 // of a prefill, and a decode step over predicted neurons, reads only the up
 // rows whose gate fired for it: the others' up values would be multiplied
 // by zero (they are set to 0). Dense decode reads every row, so that it
 // stays the read of the whole file. It returns how many up rows it left
 // unread.
-func (j *ffnJob) gatherUp(s *ffnScratch, ids []int32) (unread int) {
-	f, T, n := j.f, j.T, len(ids)
+func (j *ffnJob) gatherUp(s *ffnScratch, lo, hi int) (unread int) {
+	f, T, ids, n := j.f, j.T, j.ids[lo:hi], hi-lo
 	cut, gated := gateCut(f.Act, f.Threshold)
 	if !gated || !skipRows || (T < 2 && !j.predicted) {
-		gatherAll(j.fast, f.Up, s.u, ids, j.x, T, j.a)
+		j.gatherRows(f.Up, s.u, lo, hi)
 		return 0
 	}
 	clear(s.u[:T*n])
@@ -332,6 +372,22 @@ func (j *ffnJob) gatherUp(s *ffnScratch, ids []int32) (unread int) {
 		unread += n - len(s.rows)
 	}
 	return unread
+}
+
+// gatherRows is gatherAll over the piece lo..hi of j.ids into out: over
+// m's packed copy where there is one and the piece is a run of rows (the
+// ids of a dense FFN, all its neurons in order), the rest (its edges, or
+// all) on the row kernels.
+func (j *ffnJob) gatherRows(m *Matrix, out []float32, lo, hi int) {
+	ids, n := j.ids[lo:hi], hi-lo
+	if p8 := m.packed(false); p8 != nil && j.a != nil && !j.predicted {
+		r0 := packedRows(m, p8, out, n, lo, lo, hi, j.a)
+		if r0 < hi {
+			gatherT(m.Type, out[r0-lo:], n, m.Data, m.Cols, ids[r0-lo:], j.x, j.T, j.a)
+		}
+		return
+	}
+	gatherAll(j.fast, m, out, ids, j.x, j.T, j.a)
 }
 
 // nonzero drops the neurons of one token whose activation (g, one per

@@ -16,6 +16,7 @@ type Matrix struct {
 	Rows, Cols int
 	Data       []byte
 	p8         atomic.Pointer[[]byte] // PackAll's copy of the whole groups of eight rows
+	a8         atomic.Pointer[[]byte] // and its copy for a dense axpy
 }
 
 // NewMatrix checks that t is a weight type the kernels handle and that data

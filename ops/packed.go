@@ -23,16 +23,24 @@ import (
 // Repack lets PackAll pack.
 var Repack = true
 
+// Pack is a matrix to pack and the layout: for mat-vecs (avx2.PackQ4x8),
+// or, with Axpy, for a sum of every row scaled (avx2.PackQ4Axpy), as a
+// dense FFN's down projection reads ffn_down_t.
+type Pack struct {
+	M    *Matrix
+	Axpy bool
+}
+
 // Packing is PackAll's work, which may go on after it returns.
 type Packing struct {
-	ms    []*Matrix
+	ps    []Pack
 	bytes int // of the copies
 	free  func()
 	stop  atomic.Bool
 	done  chan struct{}
 }
 
-// PackAll packs the q4_0 matrices of ms that have eight rows or more, where
+// PackAll packs the q4_0 matrices of ps that have eight rows or more, where
 // that pays (AVX2 without AVX-512, the fast kernels on, Repack set), on up
 // to threads goroutines, as llama.cpp repacks at load. The copies share one
 // map of 2 MB pages, each matrix's part populated by the kernel in one call
@@ -45,16 +53,16 @@ type Packing struct {
 // which only its copy is read for from then on, go to release (if not
 // nil), which several goroutines may call at the same time. Nil when there
 // is nothing to pack.
-func PackAll(ms []*Matrix, threads int, budget time.Duration, release func([]byte)) (*Packing, error) {
+func PackAll(ps []Pack, threads int, budget time.Duration, release func([]byte)) (*Packing, error) {
 	if !Repack || !Fast || !avx2.PackPays() {
 		return nil, nil
 	}
 	p := &Packing{done: make(chan struct{})}
-	seen := map[*Matrix]bool{}
-	for _, m := range ms {
-		if n := m.packBytes(); n > 0 && m.packed() == nil && !seen[m] {
-			seen[m] = true
-			p.ms = append(p.ms, m)
+	seen := map[Pack]bool{}
+	for _, k := range ps {
+		if n := k.M.packBytes(k.Axpy); n > 0 && k.M.packed(k.Axpy) == nil && !seen[k] {
+			seen[k] = true
+			p.ps = append(p.ps, k)
 			p.bytes += n
 		}
 	}
@@ -67,13 +75,13 @@ func PackAll(ms []*Matrix, threads int, budget time.Duration, release func([]byt
 	}
 	p.free = free
 	type job struct {
-		m   *Matrix
+		Pack
 		dst []byte
 	}
-	jobs := make(chan job, len(p.ms))
-	for _, m := range p.ms {
-		n := m.packBytes()
-		jobs <- job{m, buf[:n:n]}
+	jobs := make(chan job, len(p.ps))
+	for _, k := range p.ps {
+		n := k.M.packBytes(k.Axpy)
+		jobs <- job{k, buf[:n:n]}
 		buf = buf[n:]
 	}
 	close(jobs)
@@ -85,7 +93,7 @@ func PackAll(ms []*Matrix, threads int, budget time.Duration, release func([]byt
 					continue
 				}
 				hugepage.Populate(j.dst)
-				rows := j.m.pack(j.dst)
+				rows := j.M.pack(j.dst, j.Axpy)
 				if release != nil {
 					release(rows)
 				}
@@ -126,16 +134,17 @@ func (p *Packing) Close() {
 	}
 	p.stop.Store(true)
 	<-p.done
-	for _, m := range p.ms {
-		m.p8.Store(nil)
+	for _, k := range p.ps {
+		k.M.copyFor(k.Axpy).Store(nil)
 	}
 	p.free()
 }
 
 // packBytes is the size of m's packed copy: its whole groups of eight
-// rows, if it is q4_0; 0 if it cannot be packed.
-func (m *Matrix) packBytes() int {
-	if m.Type != Q4_0 || m.Rows < 8 {
+// rows (for axpy all rows, their count a multiple of eight), if it is
+// q4_0; 0 if it cannot be packed.
+func (m *Matrix) packBytes(axpy bool) int {
+	if m.Type != Q4_0 || m.Rows < 8 || axpy && m.Rows%8 != 0 {
 		return 0
 	}
 	return m.Rows / 8 * 8 * m.rowBytes()
@@ -143,33 +152,45 @@ func (m *Matrix) packBytes() int {
 
 // pack makes dst (packBytes long; nil: made here) m's packed copy, then
 // m's readers' (packed), and returns the rows it holds.
-func (m *Matrix) pack(dst []byte) []byte {
-	rows := m.Data[:m.packBytes()]
+func (m *Matrix) pack(dst []byte, axpy bool) []byte {
+	rows := m.Data[:m.packBytes(axpy)]
 	if len(rows) == 0 {
 		return nil
 	}
 	if dst == nil {
 		dst = make([]byte, len(rows))
 	}
-	avx2.PackQ4x8Into(dst, rows, m.Cols)
-	m.p8.Store(&dst)
+	if axpy {
+		avx2.PackQ4AxpyInto(dst, rows, m.Cols)
+	} else {
+		avx2.PackQ4x8Into(dst, rows, m.Cols)
+	}
+	m.copyFor(axpy).Store(&dst)
 	return rows
 }
 
-// packed is m's packed copy, nil until pack made it.
-func (m *Matrix) packed() []byte {
-	if p := m.p8.Load(); p != nil {
+// packed is m's packed copy for mat-vecs or for axpy, nil until pack made
+// it.
+func (m *Matrix) packed(axpy bool) []byte {
+	if p := m.copyFor(axpy).Load(); p != nil {
 		return *p
 	}
 	return nil
 }
 
-// packedRows computes rows r0..r1 of part pt that its packed copy p8 holds,
-// for the tokens of j.a, and returns the first row it left to the row
-// kernels. Whole groups go to the packed kernel in one call; a group that
-// the range cuts is computed whole into scratch and the wanted rows copied.
-func (j *matJob) packedRows(pt matPart, p8 []byte, r0, r1 int) int {
-	m := pt.m
+func (m *Matrix) copyFor(axpy bool) *atomic.Pointer[[]byte] {
+	if axpy {
+		return &m.a8
+	}
+	return &m.p8
+}
+
+// packedRows sets out[t*ldo+r-off] to row r of m times token t of a, for
+// rows r0..r1 that m's packed copy p8 holds, and returns the first row it
+// left to the row kernels. Whole groups go to the packed kernel in one
+// call; a group that the range cuts is computed whole into scratch and
+// the wanted rows copied.
+func packedRows(m *Matrix, p8 []byte, out []float32, ldo, off, r0, r1 int, a *avx2.Acts) int {
 	gb := len(p8) / (m.Rows / 8)
 	end := min(r1, m.Rows/8*8)
 	if r0 >= end {
@@ -178,10 +199,10 @@ func (j *matJob) packedRows(pt matPart, p8 []byte, r0, r1 int) int {
 	cut := func(g int) {
 		lo, hi := max(r0, 8*g), min(end, 8*g+8)
 		s := packScratch.Get().(*[]float32)
-		*s = growF(*s, 8*j.T)
-		avx2.GatherQ4x8Acts(*s, 8, p8[g*gb:(g+1)*gb], j.a)
-		for t := range j.T {
-			copy(pt.out[t*m.Rows+lo:t*m.Rows+hi], (*s)[8*t+lo-8*g:8*t+hi-8*g])
+		*s = growF(*s, 8*a.T)
+		avx2.GatherQ4x8Acts(*s, 8, p8[g*gb:(g+1)*gb], a)
+		for t := range a.T {
+			copy(out[t*ldo+lo-off:t*ldo+hi-off], (*s)[8*t+lo-8*g:8*t+hi-8*g])
 		}
 		packScratch.Put(s)
 	}
@@ -191,7 +212,7 @@ func (j *matJob) packedRows(pt matPart, p8 []byte, r0, r1 int) int {
 		return end
 	}
 	if g1 > g0 {
-		avx2.GatherQ4x8Acts(pt.out[8*g0:], m.Rows, p8[g0*gb:g1*gb], j.a)
+		avx2.GatherQ4x8Acts(out[8*g0-off:], ldo, p8[g0*gb:g1*gb], a)
 	}
 	if r0%8 != 0 {
 		cut(r0 / 8)

@@ -20,8 +20,10 @@ func TestPackAllInBackground(t *testing.T) {
 	defer pool.Close()
 	const rows, cols, T = 61, 512, 5
 	var ms []*Matrix
+	var ps []Pack
 	for range 24 {
 		ms = append(ms, randomMatrix(rng, Q4_0, rows, cols))
+		ps = append(ps, Pack{M: ms[len(ms)-1]})
 	}
 	x := randomVec(rng, T*cols)
 	want := make([][]float32, len(ms))
@@ -41,7 +43,7 @@ func TestPackAllInBackground(t *testing.T) {
 	}
 	withFast("avx2", func() {
 		var released atomic.Int64
-		p, err := PackAll(ms, 2, 0, func(b []byte) { released.Add(int64(len(b))) })
+		p, err := PackAll(ps, 2, 0, func(b []byte) { released.Add(int64(len(b))) })
 		require.NoError(t, err)
 		if p == nil {
 			require.False(t, avx2.PackPays(), "nothing packed on a CPU where it pays")
@@ -50,17 +52,17 @@ func TestPackAllInBackground(t *testing.T) {
 		check()
 		p.Wait()
 		for k, m := range ms {
-			require.NotNil(t, m.packed(), "matrix %d", k)
+			require.NotNil(t, m.packed(false), "matrix %d", k)
 		}
-		require.Equal(t, int64(len(ms)*ms[0].packBytes()), released.Load())
+		require.Equal(t, int64(len(ms)*ms[0].packBytes(false)), released.Load())
 		check()
 		p.Close()
 		for _, m := range ms {
-			require.Nil(t, m.packed())
+			require.Nil(t, m.packed(false))
 		}
 		check()
 		// Stopped midway.
-		p, err = PackAll(ms, 1, 0, nil)
+		p, err = PackAll(ps, 1, 0, nil)
 		require.NoError(t, err)
 		p.Close()
 		check()

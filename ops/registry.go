@@ -58,8 +58,12 @@ type Slot struct {
 	Optional bool
 	Vector   bool // must be 1-D (norm scales, biases)
 	// Whole: the op multiplies every row of the matrix by the same x, so a
-	// layout made for whole mat-vecs may serve it (Matrix.Pack).
+	// layout made for whole mat-vecs may serve it (PackAll).
 	Whole bool
+	// Dense: without a predictor the op reads every row so, or, with Axpy,
+	// adds up all the rows scaled (a sparse FFN's down_t): layouts made for
+	// that may serve it in dense runs (engine's Model.PackDense).
+	Dense, Axpy bool
 }
 
 // ShapeArgs is what a shape rule sees: input widths, bound weights (nil for

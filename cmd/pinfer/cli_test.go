@@ -239,7 +239,7 @@ func TestBenchRepack(t *testing.T) {
 		"--vocab", "512", "--rank", "32", "--type", "q4_0", "-o", path)
 	require.Zero(t, code, stderr)
 	repacked := func(args ...string) int64 {
-		out, stderr, code := pinfer(t, append([]string{"bench", "-m", path, "-p", "4", "-n", "2", "-r", "1", "--mode", "dense", "-o", "json"}, args...)...)
+		out, stderr, code := pinfer(t, append([]string{"bench", "-m", path, "-p", "4", "-n", "2", "-r", "1", "-o", "json"}, args...)...)
 		require.Zero(t, code, stderr)
 		var rep struct {
 			Repacked *int64 `json:"repacked_bytes"`
@@ -249,11 +249,14 @@ func TestBenchRepack(t *testing.T) {
 		return *rep.Repacked
 	}
 	// Attention's q, k, v, o of two layers (128 rows of 128 columns) and
-	// the output (512 rows): 18 bytes a block of 32.
-	want := int64(0)
+	// the output (512 rows): 18 bytes a block of 32; a dense run also the
+	// FFN's gate, up and down (256 rows each).
+	load, ffn := int64(0), int64(0)
 	if avx2.PackPays() {
-		want = int64(2*4*128*4*18 + 512*4*18)
+		load, ffn = int64(2*4*128*4*18+512*4*18), int64(2*3*256*4*18)
 	}
-	require.Equal(t, want, repacked())
-	require.Zero(t, repacked("--no-repack"))
+	require.Equal(t, load, repacked("--mode", "sparse"))
+	require.Equal(t, load+ffn, repacked("--mode", "dense"))
+	require.Equal(t, load+ffn, repacked("--mode", "dense,sparse"))
+	require.Zero(t, repacked("--mode", "dense", "--no-repack"))
 }
