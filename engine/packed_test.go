@@ -4,7 +4,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"path/filepath"
-	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -15,12 +14,12 @@ import (
 )
 
 // A dense run packs a q4_0 model's FFNs too (PackDense): gate and up for
-// the packed mat-vec, down_t for the packed axpy, which rounds each eight
-// rows' coef·d of a block to int8 with one scale where the row kernel
-// (axpyQ4i16a) takes sixteen rows a scale (ops/avx2 holds both to float64
-// references). Decoding token by token, the path that reads the axpy copy,
-// the logits stay the rows' within that rounding, far below what a wrong
-// row or block would move them.
+// the packed mat-vec, down_t for the packed axpy, which rounds each
+// sixteen rows' coef·d of a block to int8 with one scale as the row kernel
+// (axpyQ4i16a) does and adds the groups in the same order (ops/avx2 holds
+// both to float64 references). Decoding token by token, the path that
+// reads the axpy copy, the logits are then the rows' (to the bit, here),
+// where a wrong row or block moves them by a tenth of the largest.
 func TestDensePackedMatchesRows(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "gen.gguf")
 	shape := synth.Shape{NEmbd: 256, NFF: 768, NLayer: 2, NHead: 4, NKVHead: 2, Vocab: 300, Rank: 64}
@@ -42,7 +41,6 @@ func TestDensePackedMatchesRows(t *testing.T) {
 	pool := ops.NewPool(2)
 	defer pool.Close()
 	r := rand.New(rand.NewPCG(3, 3))
-	var rel []float64
 	a, b := rows.NewSession(64, pool), packed.NewSession(64, pool)
 	for pos := range 48 {
 		id := r.IntN(shape.Vocab)
@@ -55,10 +53,6 @@ func TestDensePackedMatchesRows(t *testing.T) {
 			scale = max(scale, math.Abs(float64(v)))
 			worst = max(worst, math.Abs(float64(lb.Data[i]-v)))
 		}
-		require.Less(t, worst, 3e-2*scale, "position %d", pos)
-		rel = append(rel, worst/scale)
+		require.LessOrEqual(t, worst, 1e-5*scale, "position %d", pos)
 	}
-	slices.Sort(rel)
-	t.Logf("largest logit difference, of the largest logit: median %.2g, worst %.2g", rel[len(rel)/2], rel[len(rel)-1])
-	require.Less(t, rel[len(rel)/2], 5e-3, "the median position's")
 }

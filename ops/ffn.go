@@ -69,7 +69,7 @@ func ffnCPU(pool *Pool, f *FFN, down *Matrix, x []float32, T int, ids []int32, a
 	}
 	// A dense decode step whose down projection has its packed copy: the
 	// pieces leave their activations in j.coef, then the threads share
-	// the columns of out, each adding every row's part (avx2.AxpyQ4x8).
+	// the columns of out, each adding every row's part (avx2.AxpyQ4x16).
 	var a8 []byte
 	if !predicted && T == 1 && j.fast {
 		a8 = down.packed(true)
@@ -112,7 +112,7 @@ type downPacked struct {
 
 func (d *downPacked) Run(lo, hi int) {
 	bb := d.rows * 18 // a block's bytes over all rows
-	avx2.AxpyQ4x8(d.out[32*lo:32*hi], d.p[lo*bb:hi*bb], d.coef)
+	avx2.AxpyQ4x16(d.out[32*lo:32*hi], d.p[lo*bb:hi*bb], d.coef)
 }
 
 const ffnPieceRows = 32

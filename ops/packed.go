@@ -141,10 +141,10 @@ func (p *Packing) Close() {
 }
 
 // packBytes is the size of m's packed copy: its whole groups of eight
-// rows (for axpy all rows, their count a multiple of eight), if it is
+// rows (for axpy all rows, their count a multiple of sixteen), if it is
 // q4_0; 0 if it cannot be packed.
 func (m *Matrix) packBytes(axpy bool) int {
-	if m.Type != Q4_0 || m.Rows < 8 || axpy && m.Rows%8 != 0 {
+	if m.Type != Q4_0 || m.Rows < 8 || axpy && m.Rows%16 != 0 {
 		return 0
 	}
 	return m.Rows / 8 * 8 * m.rowBytes()

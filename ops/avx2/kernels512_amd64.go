@@ -93,10 +93,10 @@ func gatherQ4p8(out *float32, p *byte, ngroups int, xq *byte, nblk int, tab *byt
 //go:noescape
 func gatherQ4p8x4(out *float32, ldo int, p *byte, ngroups int, xq *byte, nblk int, tab *byte)
 
-// In q4a8_amd64.s (AVX2): the axpy over every row, packed for it.
+// In q4a16_amd64.s (AVX2): the axpy over every row, packed for it.
 
 //go:noescape
-func axpyQ4a8(y *float32, p *byte, coef *float32, ngroups int, nblk int)
+func axpyQ4a16(y *float32, p *byte, coef *float32, ngroups int, nblk int)
 
 // In quant_amd64.s (AVX2 and F16C): quantQ8v's twin for CPUs without AVX-512.
 

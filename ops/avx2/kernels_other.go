@@ -29,9 +29,9 @@ func gatherQ4p8(out *float32, p *byte, ngroups int, xq *byte, nblk int, tab *byt
 func gatherQ4p8x4(out *float32, ldo int, p *byte, ngroups int, xq *byte, nblk int, tab *byte) {
 	noAsm()
 }
-func axpyQ4a8(y *float32, p *byte, coef *float32, ngroups int, nblk int) { noAsm() }
-func quantQ8a(dst *byte, x *float32, nblk int)                           { noAsm() }
-func prepQ4x2(xs *byte, xq *byte, nblk int)                              { noAsm() }
+func axpyQ4a16(y *float32, p *byte, coef *float32, ngroups int, nblk int) { noAsm() }
+func quantQ8a(dst *byte, x *float32, nblk int)                            { noAsm() }
+func prepQ4x2(xs *byte, xq *byte, nblk int)                               { noAsm() }
 func gatherQ4x4(out *float32, ldo int, w *byte, stride int, rows *int32, n int, xs *byte, xsb int, nblk int) {
 	noAsm()
 }

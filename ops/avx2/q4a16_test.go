@@ -7,29 +7,29 @@ import (
 	"testing"
 )
 
-// checkAxpyQ4x8 holds AxpyQ4x8 over blocks b0..b1 of packed p (PackQ4Axpy
+// checkAxpyQ4x16 holds AxpyQ4x16 over blocks b0..b1 of packed p (PackQ4Axpy
 // of q4_0 rows w) to the float64 sum from w's own rows, within what
-// rounding each group's coef·d to int8 allows (half a scale per row,
+// rounding each sixteen rows' coef·d to int8 allows (half a scale per row,
 // the scale being the group's largest |coef·d| over 127, taken here from
 // the rows) and float32's rounding once per group.
-func checkAxpyQ4x8(t *testing.T, w, p []byte, cols, b0, b1 int, coef, y0 []float32) {
+func checkAxpyQ4x16(t *testing.T, w, p []byte, cols, b0, b1 int, coef, y0 []float32) {
 	t.Helper()
 	n, rb := len(coef), kQ4.rowBytes(cols)
 	lo, hi := 32*b0, 32*b1
 	got := append([]float32(nil), y0[lo:hi]...)
-	AxpyQ4x8(got, p[b0*n*18:b1*n*18], coef)
+	AxpyQ4x16(got, p[b0*n*18:b1*n*18], coef)
 	want, mag, allow := make([]float64, cols), make([]float64, cols), make([]float64, cols)
 	for j, v := range y0 {
 		want[j], mag[j] = float64(v), math.Abs(float64(v))
 	}
-	for g := 0; g < n; g += 8 {
+	for g := 0; g < n; g += 16 {
 		for b := range cols / 32 {
 			var s float64
-			for r := g; r < g+8; r++ {
+			for r := g; r < g+16; r++ {
 				s = max(s, math.Abs(float64(coef[r])*refHalf(le16(w[r*rb+18*b:]))))
 			}
 			s /= 127
-			for r := g; r < g+8; r++ {
+			for r := g; r < g+16; r++ {
 				row := refRow(kQ4, w[r*rb:][:rb], cols)
 				d := refHalf(le16(w[r*rb+18*b:]))
 				for j := 32 * b; j < 32*b+32; j++ {
@@ -45,33 +45,33 @@ func checkAxpyQ4x8(t *testing.T, w, p []byte, cols, b0, b1 int, coef, y0 []float
 		if math.IsNaN(want[j]) || math.IsInf(want[j], 0) || mag[j] > 1e30 || math.IsNaN(allow[j]) {
 			continue // a fuzzed row's infinite or NaN d
 		}
-		tol := allow[j] + 6e-8*float64(n/8+1)*(mag[j]+allow[j]) + 1e-30
+		tol := allow[j] + 6e-8*float64(n/16+1)*(mag[j]+allow[j]) + 1e-30
 		if d := math.Abs(float64(got[j-lo]) - want[j]); !(d <= tol) {
 			t.Fatalf("cols %d, %d rows, blocks %d..%d: y[%d] = %g, want %g (tol %g)", cols, n, b0, b1, j, got[j-lo], want[j], tol)
 		}
 	}
 }
 
-func TestAxpyQ4x8(t *testing.T) {
+func TestAxpyQ4x16(t *testing.T) {
 	r := rand.New(rand.NewPCG(31, 31))
 	for _, cols := range []int{32, 64, 544, 4096} {
-		for _, n := range []int{8, 16, 40} {
+		for _, n := range []int{16, 32, 48} {
 			w := randMatrix(r, kQ4, n, cols, 1)
 			p := PackQ4Axpy(w, cols)
 			coef := randVec(r, n)
-			if n >= 16 {
+			if n >= 32 {
 				// A group of zeros (its scale falls back to the tiny
 				// one) and one with a large coefficient beside small ones.
-				clear(coef[:8])
-				coef[9] = 300
+				clear(coef[:16])
+				coef[19] = 300
 			}
 			y0 := randVec(r, cols)
 			nb := cols / 32
 			t.Run(fmt.Sprintf("cols%d/n%d", cols, n), func(t *testing.T) {
 				forPaths(t, func(t *testing.T) {
-					checkAxpyQ4x8(t, w, p, cols, 0, nb, coef, y0)
+					checkAxpyQ4x16(t, w, p, cols, 0, nb, coef, y0)
 					if nb > 2 {
-						checkAxpyQ4x8(t, w, p, cols, 1, nb-1, coef, y0)
+						checkAxpyQ4x16(t, w, p, cols, 1, nb-1, coef, y0)
 					}
 				})
 			})
@@ -79,12 +79,12 @@ func TestAxpyQ4x8(t *testing.T) {
 	}
 }
 
-// TestAxpyQ4x8Model holds the kernel to its Go model (the portable path),
+// TestAxpyQ4x16Model holds the kernel to its Go model (the portable path),
 // which makes the same int8 coefficients and integer sums: they differ by
 // the model's second rounding of each multiply-add, an ulp at most.
-func TestAxpyQ4x8Model(t *testing.T) {
+func TestAxpyQ4x16Model(t *testing.T) {
 	if !hasAVX2 {
-		t.Skip("the portable path is the model; TestAxpyQ4x8 holds it to the reference")
+		t.Skip("the portable path is the model; TestAxpyQ4x16 holds it to the reference")
 	}
 	r := rand.New(rand.NewPCG(32, 32))
 	const cols, n = 1024, 64
@@ -95,22 +95,22 @@ func TestAxpyQ4x8Model(t *testing.T) {
 	var got, want []float32
 	onPath("avx2", func() {
 		got = append([]float32(nil), y0...)
-		AxpyQ4x8(got, p, coef)
+		AxpyQ4x16(got, p, coef)
 	})
 	want = append([]float32(nil), y0...)
-	axpyQ4a8Go(want, p, coef)
+	axpyQ4a16Go(want, p, coef)
 	for j := range got {
-		if d := math.Abs(float64(got[j] - want[j])); d > 2e-7*float64(n/8)*math.Abs(float64(want[j]))+1e-6 {
+		if d := math.Abs(float64(got[j] - want[j])); d > 2e-7*float64(n/16)*math.Abs(float64(want[j]))+1e-6 {
 			t.Fatalf("y[%d]: kernel %g, model %g", j, got[j], want[j])
 		}
 	}
 }
 
-func FuzzAxpyQ4x8(f *testing.F) {
+func FuzzAxpyQ4x16(f *testing.F) {
 	fuzzSeeds(f)
 	f.Fuzz(func(t *testing.T, kb byte, c uint16, nr uint8, sel, data []byte) {
 		_, cols, w, _, nrows := fuzzShape(kb|byte(kQ4), c, nr, nil, data)
-		n := nrows / 8 * 8
+		n := nrows / 16 * 16
 		if n == 0 {
 			return
 		}
@@ -125,21 +125,21 @@ func FuzzAxpyQ4x8(f *testing.F) {
 		y0 := randVec(r, cols)
 		p := PackQ4Axpy(w, cols)
 		forPaths(t, func(t *testing.T) {
-			checkAxpyQ4x8(t, w, p, cols, 0, cols/32, coef, y0)
+			checkAxpyQ4x16(t, w, p, cols, 0, cols/32, coef, y0)
 		})
 	})
 }
 
-// BenchmarkAxpyQ4x8 holds the packed axpy beside the row kernel
+// BenchmarkAxpyQ4x16 holds the packed axpy beside the row kernel
 // (AxpyQ4_0, whose runs of rows take axpyQ4i16a on AVX2), hot (160 rows,
 // in L2) and over all rows of the benchmark's 11008x4096 matrices, as a
 // dense FFN's down projection reads them.
-func BenchmarkAxpyQ4x8(b *testing.B) {
+func BenchmarkAxpyQ4x16(b *testing.B) {
 	r := rand.New(rand.NewPCG(33, 33))
 	hot := randMatrix(r, kQ4, 160, benchCols, 0)
 	hotP := PackQ4Axpy(hot, benchCols)
 	m := benchMatrix(kQ4)
-	nr := benchRows / 8 * 8
+	nr := benchRows / 16 * 16
 	packed := make([][]byte, len(m.layers))
 	for i, l := range m.layers {
 		packed[i] = PackQ4Axpy(l[:nr*kQ4.rowBytes(benchCols)], benchCols)
@@ -152,9 +152,9 @@ func BenchmarkAxpyQ4x8(b *testing.B) {
 		run  func(i int)
 	}{
 		{"hot/rows", 160, func(i int) { AxpyQ4_0(y, hot, benchCols, Iota(160), coef[:160]) }},
-		{"hot/packed", 160, func(i int) { AxpyQ4x8(y, hotP, coef[:160]) }},
+		{"hot/packed", 160, func(i int) { AxpyQ4x16(y, hotP, coef[:160]) }},
 		{"all/rows", nr, func(i int) { AxpyQ4_0(y, m.layers[i%len(m.layers)], benchCols, Iota(nr), coef[:nr]) }},
-		{"all/packed", nr, func(i int) { AxpyQ4x8(y, packed[i%len(packed)], coef[:nr]) }},
+		{"all/packed", nr, func(i int) { AxpyQ4x16(y, packed[i%len(packed)], coef[:nr]) }},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			b.SetBytes(int64(c.n * kQ4.rowBytes(benchCols)))
