@@ -5,6 +5,7 @@ package engine
 import (
 	"fmt"
 	"runtime"
+	"sync"
 	"time"
 
 	"github.com/pinfer/pinfer/gguf"
@@ -27,6 +28,7 @@ type Model struct {
 	KVType ops.DType
 
 	packing *ops.Packing // repack's
+	denseMu sync.Mutex
 	dense   *ops.Packing // PackDense's
 }
 
@@ -102,8 +104,10 @@ func (m *Model) packs(want func(ops.Slot) bool) []ops.Pack {
 // PackDense packs, in the background and where that pays, the matrices
 // that ops read whole when they run without a predictor (ops.Slot.Dense:
 // a sparse FFN's gate, up and down), for a dense run. Their rows stay,
-// for the sparse path. Not to be called concurrently.
+// for the sparse path. Once: later calls do nothing.
 func (m *Model) PackDense() error {
+	m.denseMu.Lock()
+	defer m.denseMu.Unlock()
 	if m.dense != nil {
 		return nil
 	}
@@ -117,13 +121,20 @@ func (m *Model) PackDense() error {
 const packBudget = time.Second
 
 // Repacked is the size of the q4_0 weights that repack and PackDense pack.
-func (m *Model) Repacked() int { return m.packing.Bytes() + m.dense.Bytes() }
+func (m *Model) Repacked() int {
+	m.denseMu.Lock()
+	defer m.denseMu.Unlock()
+	return m.packing.Bytes() + m.dense.Bytes()
+}
 
 // WaitPacked returns once repack and PackDense are done: a benchmark then
 // times what a run gets after its first seconds.
 func (m *Model) WaitPacked() {
 	m.packing.Wait()
-	m.dense.Wait()
+	m.denseMu.Lock()
+	d := m.dense
+	m.denseMu.Unlock()
+	d.Wait()
 }
 
 // BuiltinGraphs parses the graphs shipped in models/.
@@ -143,8 +154,10 @@ func BuiltinGraphs() ([]*graph.Spec, error) {
 // Close stops repack and unmaps the file.
 func (m *Model) Close() error {
 	m.packing.Close() // it reads the file
+	m.denseMu.Lock()
 	m.dense.Close()
 	m.packing, m.dense = nil, nil
+	m.denseMu.Unlock()
 	return m.File.Close()
 }
 
