@@ -48,35 +48,49 @@ func PackQ4AxpyInto(p, w []byte, cols int) {
 	if rb == 0 || len(w)%(16*rb) != 0 || len(p) != len(w) {
 		panic(fmt.Sprintf("avx2.PackQ4Axpy: %d bytes are not a whole number of groups of sixteen %d-byte rows, or the copy's %d", len(w), rb, len(p)))
 	}
-	le := binary.LittleEndian
 	ng := len(w) / (16 * rb)
-	for b := range nblk {
-		for g := range ng {
-			dst := p[(b*ng+g)*a16Bytes:][:a16Bytes]
-			row := func(r int) []byte { return w[(16*g+r)*rb+b*q4Block:][:q4Block] }
-			for r := range 16 {
-				copy(dst[2*r:2*r+2], row(r))
-			}
-			// Eight columns at a time, for rows 0-7 and then 8-15: v[j]
-			// holds, byte by byte, row h+j's nibble (low) and row
-			// h+j+4's (high) of columns c..c+7.
-			for c := 0; c < 32; c += 8 {
-				for h := 0; h < 16; h += 8 {
-					var v [4]uint64
-					for j := range 4 {
-						lo, hi := le.Uint64(row(h + j)[2+c%16:]), le.Uint64(row(h + j + 4)[2+c%16:])
-						if c < 16 {
-							v[j] = lo&0x0f0f0f0f0f0f0f0f | (hi&0x0f0f0f0f0f0f0f0f)<<4
-						} else {
-							v[j] = (lo>>4)&0x0f0f0f0f0f0f0f0f | hi&0xf0f0f0f0f0f0f0f0
-						}
-					}
-					part := dst[32+8*c+4*h:][:32]
-					for i := range 8 {
-						s := 8 * uint(i)
-						le.PutUint32(part[4*i:], uint32(byte(v[0]>>s))|uint32(byte(v[1]>>s))<<8|uint32(byte(v[2]>>s))<<16|uint32(byte(v[3]>>s))<<24)
-					}
+	// Eight groups (128 rows, in L2) at a time, block by block: their rows
+	// are read once, in order, and each block's copies are written
+	// side by side. Block by block over the whole matrix would sweep it
+	// once a block; group by group would write to every block's place.
+	const tile = 8
+	var rows [16][]byte
+	for g0 := 0; g0 < ng; g0 += tile {
+		for b := range nblk {
+			for g := g0; g < min(g0+tile, ng); g++ {
+				dst := p[(b*ng+g)*a16Bytes:][:a16Bytes]
+				for r := range rows {
+					rows[r] = w[(16*g+r)*rb+b*q4Block:][:q4Block]
+					dst[2*r], dst[2*r+1] = rows[r][0], rows[r][1]
 				}
+				packA16(dst, &rows)
+			}
+		}
+	}
+}
+
+// packA16 writes the 16 rows' nibbles of one block (rows: their q4_0
+// blocks) into its packed copy dst.
+func packA16(dst []byte, rows *[16][]byte) {
+	le := binary.LittleEndian
+	// Eight columns at a time, for rows 0-7 and then 8-15: v[j] holds,
+	// byte by byte, row h+j's nibble (low) and row h+j+4's (high) of
+	// columns c..c+7.
+	for c := 0; c < 32; c += 8 {
+		for h := 0; h < 16; h += 8 {
+			var v [4]uint64
+			for j := range 4 {
+				lo, hi := le.Uint64(rows[h+j][2+c%16:]), le.Uint64(rows[h+j+4][2+c%16:])
+				if c < 16 {
+					v[j] = lo&0x0f0f0f0f0f0f0f0f | (hi&0x0f0f0f0f0f0f0f0f)<<4
+				} else {
+					v[j] = (lo>>4)&0x0f0f0f0f0f0f0f0f | hi&0xf0f0f0f0f0f0f0f0
+				}
+			}
+			part := dst[32+8*c+4*h:][:32]
+			for i := range 8 {
+				s := 8 * uint(i)
+				le.PutUint32(part[4*i:], uint32(byte(v[0]>>s))|uint32(byte(v[1]>>s))<<8|uint32(byte(v[2]>>s))<<16|uint32(byte(v[3]>>s))<<24)
 			}
 		}
 	}

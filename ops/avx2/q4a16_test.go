@@ -169,7 +169,7 @@ func BenchmarkAxpyQ4x16(b *testing.B) {
 
 func BenchmarkPackQ4Axpy(b *testing.B) {
 	r := rand.New(rand.NewPCG(34, 34))
-	w := randMatrix(r, kQ4, 1024, benchCols, 0)
+	w := randMatrix(r, kQ4, benchRows, benchCols, 0) // an FFN's, beyond L2 and L3
 	p := make([]byte, len(w))
 	b.SetBytes(int64(len(w)))
 	for b.Loop() {
