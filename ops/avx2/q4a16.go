@@ -42,12 +42,7 @@ func PackQ4Axpy(w []byte, cols int) []byte {
 
 // PackQ4AxpyInto is PackQ4Axpy into p (len(w) bytes).
 func PackQ4AxpyInto(p, w []byte, cols int) {
-	checkBlocks("PackQ4Axpy", cols)
-	nblk := cols / 32
-	rb := nblk * q4Block
-	if rb == 0 || len(w)%(16*rb) != 0 || len(p) != len(w) {
-		panic(fmt.Sprintf("avx2.PackQ4Axpy: %d bytes are not a whole number of groups of sixteen %d-byte rows, or the copy's %d", len(w), rb, len(p)))
-	}
+	nblk, rb := checkPack("PackQ4Axpy", p, w, cols, 16)
 	ng := len(w) / (16 * rb)
 	// Eight groups (128 rows, in L2) at a time, block by block: their rows
 	// are read once, in order, and each block's copies are written

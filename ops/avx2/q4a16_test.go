@@ -109,13 +109,10 @@ func TestAxpyQ4x16Model(t *testing.T) {
 func FuzzAxpyQ4x16(f *testing.F) {
 	fuzzSeeds(f)
 	f.Fuzz(func(t *testing.T, kb byte, c uint16, nr uint8, sel, data []byte) {
-		_, cols, w, _, nrows := fuzzShape(kb|byte(kQ4), c, nr, nil, data)
-		n := nrows / 16 * 16
+		cols, w, n, r := fuzzGroups(kb, c, nr, data, 16)
 		if n == 0 {
 			return
 		}
-		w = w[:n*kQ4.rowBytes(cols)]
-		r := rand.New(rand.NewPCG(uint64(c), uint64(nr)))
 		coef := randVec(r, n)
 		for i := range min(len(sel), n) {
 			if sel[i]&1 == 0 {
@@ -146,25 +143,12 @@ func BenchmarkAxpyQ4x16(b *testing.B) {
 	}
 	coef := randVec(r, benchRows)
 	y := make([]float32, benchCols)
-	for _, c := range []struct {
-		name string
-		n    int
-		run  func(i int)
-	}{
+	runQ4Cases(b, []q4Case{
 		{"hot/rows", 160, func(i int) { AxpyQ4_0(y, hot, benchCols, Iota(160), coef[:160]) }},
 		{"hot/packed", 160, func(i int) { AxpyQ4x16(y, hotP, coef[:160]) }},
 		{"all/rows", nr, func(i int) { AxpyQ4_0(y, m.layers[i%len(m.layers)], benchCols, Iota(nr), coef[:nr]) }},
 		{"all/packed", nr, func(i int) { AxpyQ4x16(y, packed[i%len(packed)], coef[:nr]) }},
-	} {
-		b.Run(c.name, func(b *testing.B) {
-			b.SetBytes(int64(c.n * kQ4.rowBytes(benchCols)))
-			i := 0
-			for b.Loop() {
-				c.run(i)
-				i++
-			}
-		})
-	}
+	})
 }
 
 func BenchmarkPackQ4Axpy(b *testing.B) {

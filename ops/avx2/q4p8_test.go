@@ -113,18 +113,27 @@ func BenchmarkGatherQ4x8(b *testing.B) {
 		packed[i] = PackQ4x8(l[:benchRows/8*8*kQ4.rowBytes(benchCols)], benchCols)
 	}
 	out := make([]float32, benchRows)
-	for _, c := range []struct {
-		name string
-		n    int
-		run  func(i int)
-	}{
+	runQ4Cases(b, []q4Case{
 		{"hot/rows", 160, func(i int) { GatherQ4_0(out[:160], hot, benchCols, nil, xq) }},
 		{"hot/packed", 160, func(i int) { GatherQ4x8(out[:160], hotP, benchCols, xq) }},
 		{"all/rows", benchRows, func(i int) { GatherQ4_0(out, m.layers[i%len(m.layers)], benchCols, nil, xq) }},
 		{"all/packed", benchRows / 8 * 8, func(i int) {
 			GatherQ4x8(out[:benchRows/8*8], packed[i%len(packed)], benchCols, xq)
 		}},
-	} {
+	})
+}
+
+// q4Case is a benchmark case over n rows of q4_0 weights of benchCols
+// columns; run gets the iteration's number.
+type q4Case struct {
+	name string
+	n    int
+	run  func(i int)
+}
+
+// runQ4Cases runs each case as a sub-benchmark, its bytes the rows'.
+func runQ4Cases(b *testing.B, cases []q4Case) {
+	for _, c := range cases {
 		b.Run(c.name, func(b *testing.B) {
 			b.SetBytes(int64(c.n * kQ4.rowBytes(benchCols)))
 			i := 0
@@ -194,18 +203,23 @@ func BenchmarkPackQ4x8(b *testing.B) {
 	}
 }
 
+// fuzzGroups is fuzzShape's q4_0 rows cut to whole groups of g (n of them,
+// possibly none), and a generator seeded by the shape.
+func fuzzGroups(kb byte, c uint16, nr uint8, data []byte, g int) (cols int, w []byte, n int, r *rand.Rand) {
+	_, cols, w, _, nrows := fuzzShape(kb|byte(kQ4), c, nr, nil, data)
+	n = nrows / g * g
+	return cols, w[:n*kQ4.rowBytes(cols)], n, rand.New(rand.NewPCG(uint64(c), uint64(nr)))
+}
+
 // FuzzGatherQ4x8: the packed mat-vec on fuzzed q4_0 weights (eight or
 // sixteen rows, 32 to 320 columns), every path against the reference.
 func FuzzGatherQ4x8(f *testing.F) {
 	fuzzSeeds(f)
 	f.Fuzz(func(t *testing.T, kb byte, c uint16, nr uint8, sel, data []byte) {
-		_, cols, w, _, nrows := fuzzShape(kb|byte(kQ4), c, nr, nil, data)
-		n := nrows / 8 * 8
+		cols, w, n, r := fuzzGroups(kb, c, nr, data, 8)
 		if n == 0 {
 			return
 		}
-		w = w[:n*kQ4.rowBytes(cols)]
-		r := rand.New(rand.NewPCG(uint64(c), uint64(nr)))
 		xq := make([]byte, cols/32*34)
 		QuantizeQ8(xq, randVec(r, cols))
 		p := PackQ4x8(w, cols)
