@@ -58,7 +58,7 @@ func ffnCPU(pool *Pool, f *FFN, down *Matrix, x []float32, T int, ids []int32, a
 		return
 	}
 	j := ffnJobs.Get().(*ffnJob)
-	*j = ffnJob{f: f, down: down, x: x, T: T, ids: ids, predicted: predicted, parts: j.parts[:0], pos: j.pos, coefBuf: j.coefBuf}
+	*j = ffnJob{f: f, down: down, x: x, T: T, ids: ids, predicted: predicted, parts: j.parts[:0], pos: j.pos, down8: downPacked{coef: j.down8.coef}}
 	j.ownGates(actives)
 	j.fast = fastType(f.Gate.Type) && (f.Up == nil || f.Up.Type == f.Gate.Type) && fastType(down.Type)
 	if j.fast {
@@ -68,23 +68,20 @@ func ffnCPU(pool *Pool, f *FFN, down *Matrix, x []float32, T int, ids []int32, a
 		}
 	}
 	// A dense decode step whose down projection has its packed copy: the
-	// pieces leave their activations in j.coef, then the threads share
-	// the columns of out, each adding every row's part (avx2.AxpyQ4x16).
-	var a8 []byte
+	// pieces leave their activations in j.down8.coef, then the threads
+	// share the columns of out, each adding every row's part
+	// (avx2.AxpyQ4x16).
 	if !predicted && T == 1 && j.fast {
-		a8 = down.packed(true)
-	}
-	if a8 != nil {
-		j.coef = growF(j.coefBuf, len(ids))
-		j.coefBuf = j.coef
+		if a8 := down.packed(true); a8 != nil {
+			j.down8 = downPacked{p: a8, coef: growF(j.down8.coef, len(ids)), out: out[:down.Cols]}
+		}
 	}
 	// Pieces of at least ffnPieceRows row-tokens: a small active set (the
 	// cold share of a hybrid FFN) cut 4x per thread is all overhead: each
 	// piece clears and leaves a partial sum of the whole output.
 	th := pool.Threads()
 	pool.Share(len(ids), max(th, min(pieces(th, T), T*len(ids)/ffnPieceRows)), j)
-	if a8 != nil {
-		j.down8 = downPacked{p: a8, coef: j.coef, out: out[:down.Cols], rows: down.Rows}
+	if j.down8.p != nil {
 		pool.Do(down.Cols/32, &j.down8)
 	}
 	// Each piece summed into its own partial; add them up now, in the
@@ -98,20 +95,19 @@ func ffnCPU(pool *Pool, f *FFN, down *Matrix, x []float32, T int, ids []int32, a
 	}
 	releaseX(j.a)
 	clear(j.parts)
-	*j = ffnJob{parts: j.parts[:0], pos: j.pos, coefBuf: j.coefBuf}
+	*j = ffnJob{parts: j.parts[:0], pos: j.pos, down8: downPacked{coef: j.down8.coef}}
 	ffnJobs.Put(j)
 }
 
-// downPacked adds Σ_r coef[r]·row r of a packed down projection (all rows)
-// to out, over a range of its 32-column blocks.
+// downPacked adds Σ_r coef[r]·row r of a packed down projection p (all
+// rows) to out, over a range of its 32-column blocks.
 type downPacked struct {
 	p         []byte
 	coef, out []float32
-	rows      int
 }
 
 func (d *downPacked) Run(lo, hi int) {
-	bb := d.rows * 18 // a block's bytes over all rows
+	bb := len(d.p) / (len(d.out) / 32) // a block's bytes over all rows
 	avx2.AxpyQ4x16(d.out[32*lo:32*hi], d.p[lo*bb:hi*bb], d.coef)
 }
 
@@ -138,10 +134,9 @@ type ffnJob struct {
 	mu      sync.Mutex
 	parts   []*ffnScratch
 	sum     sumParts
-	// coef: every neuron's activation, for a packed down projection
-	// (down8), which the pieces leave to it.
-	coef, coefBuf []float32
-	down8         downPacked
+	// down8: a dense decode step's packed down projection (p nil when
+	// there is none), to which the pieces leave every neuron's activation.
+	down8 downPacked
 }
 
 // sumParts adds an FFN's partial sums into out over a range of columns.
@@ -185,8 +180,8 @@ func (j *ffnJob) Run(lo, hi int) {
 		}
 		activate(f, s.g[t*n:(t+1)*n], u, ids)
 	}
-	if j.coef != nil {
-		copy(j.coef[lo:hi], s.g[:n])
+	if j.down8.p != nil {
+		copy(j.down8.coef[lo:hi], s.g[:n])
 		ffnBufs.Put(s)
 		return
 	}

@@ -17,8 +17,10 @@ import (
 // unpacked part. A matrix that the mat-mul reads whole (attention's q, k,
 // v, o, the output) is packed once at load; its packed copy then serves
 // every row of its whole groups of eight, so that the rows' own bytes are
-// not read again and can leave memory. llama.cpp repacks q4_0 at load
-// likewise; --no-repack turns it off here too.
+// not read again and can leave memory. A dense run packs the FFNs too
+// (gate and up so, down_t for avx2.AxpyQ4x16), keeping their rows for the
+// sparse path. llama.cpp repacks q4_0 at load likewise; --no-repack turns
+// it off here too.
 
 // Repack lets PackAll pack.
 var Repack = true

@@ -136,11 +136,7 @@ func BenchmarkAxpyQ4x16(b *testing.B) {
 	hot := randMatrix(r, kQ4, 160, benchCols, 0)
 	hotP := PackQ4Axpy(hot, benchCols)
 	m := benchMatrix(kQ4)
-	nr := benchRows / 16 * 16
-	packed := make([][]byte, len(m.layers))
-	for i, l := range m.layers {
-		packed[i] = PackQ4Axpy(l[:nr*kQ4.rowBytes(benchCols)], benchCols)
-	}
+	nr, packed := packLayers(m, 16, PackQ4Axpy)
 	coef := randVec(r, benchRows)
 	y := make([]float32, benchCols)
 	runQ4Cases(b, []q4Case{

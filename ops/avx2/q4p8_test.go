@@ -108,10 +108,7 @@ func BenchmarkGatherQ4x8(b *testing.B) {
 	hot := randMatrix(r, kQ4, 160, benchCols, 0)
 	hotP := PackQ4x8(hot, benchCols)
 	m := benchMatrix(kQ4)
-	packed := make([][]byte, len(m.layers))
-	for i, l := range m.layers {
-		packed[i] = PackQ4x8(l[:benchRows/8*8*kQ4.rowBytes(benchCols)], benchCols)
-	}
+	_, packed := packLayers(m, 8, PackQ4x8)
 	out := make([]float32, benchRows)
 	runQ4Cases(b, []q4Case{
 		{"hot/rows", 160, func(i int) { GatherQ4_0(out[:160], hot, benchCols, nil, xq) }},
@@ -121,6 +118,16 @@ func BenchmarkGatherQ4x8(b *testing.B) {
 			GatherQ4x8(out[:benchRows/8*8], packed[i%len(packed)], benchCols, xq)
 		}},
 	})
+}
+
+// packLayers packs the whole groups of g rows (nr rows) of each of m's
+// layers with pack.
+func packLayers(m *benchMat, g int, pack func(w []byte, cols int) []byte) (nr int, packed [][]byte) {
+	nr = benchRows / g * g
+	for _, l := range m.layers {
+		packed = append(packed, pack(l[:nr*kQ4.rowBytes(benchCols)], benchCols))
+	}
+	return nr, packed
 }
 
 // q4Case is a benchmark case over n rows of q4_0 weights of benchCols
@@ -163,11 +170,7 @@ func BenchmarkPrefillQ4x8(b *testing.B) {
 	hot := randMatrix(r, kQ4, 64, benchCols, 0)
 	hotP := PackQ4x8(hot, benchCols)
 	m := benchMatrix(kQ4)
-	nr := benchRows / 8 * 8
-	packed := make([][]byte, len(m.layers))
-	for i, l := range m.layers {
-		packed[i] = PackQ4x8(l[:nr*kQ4.rowBytes(benchCols)], benchCols)
-	}
+	nr, packed := packLayers(m, 8, PackQ4x8)
 	out := make([]float32, T*benchRows)
 	for _, c := range []struct {
 		name string
