@@ -57,8 +57,8 @@ func ffnCPU(pool *Pool, f *FFN, down *Matrix, x []float32, T int, ids []int32, a
 	if len(ids) == 0 {
 		return
 	}
-	j := ffnJobs.Get().(*ffnJob)
-	*j = ffnJob{f: f, down: down, x: x, T: T, ids: ids, predicted: predicted, parts: j.parts[:0], pos: j.pos, down8: downPacked{coef: j.down8.coef}}
+	j := ffnJobs.Get().(*ffnJob) // empty but for its buffers (reset)
+	j.f, j.down, j.x, j.T, j.ids, j.predicted = f, down, x, T, ids, predicted
 	j.ownGates(actives)
 	j.fast = fastType(f.Gate.Type) && (f.Up == nil || f.Up.Type == f.Gate.Type) && fastType(down.Type)
 	if j.fast {
@@ -94,9 +94,14 @@ func ffnCPU(pool *Pool, f *FFN, down *Matrix, x []float32, T int, ids []int32, a
 		ffnBufs.Put(s)
 	}
 	releaseX(j.a)
+	j.reset()
+	ffnJobs.Put(j)
+}
+
+// reset empties j for the pool, keeping its buffers.
+func (j *ffnJob) reset() {
 	clear(j.parts)
 	*j = ffnJob{parts: j.parts[:0], pos: j.pos, down8: downPacked{coef: j.down8.coef}}
-	ffnJobs.Put(j)
 }
 
 // downPacked adds Σ_r coef[r]·row r of a packed down projection p (all
