@@ -63,8 +63,12 @@ func reduce8(name string, n reg.Register, step func(i reg.GPVirtual, off int, ac
 	VADDPS(acc[1], acc[0], acc[0])
 	VADDPS(acc[3], acc[2], acc[2])
 	VADDPS(acc[2], acc[0], acc[0])
-	Store(hsum1(acc[0]), ReturnIndex(0))
+	// VZEROUPPER first: avo writes the store as an SSE MOVSS, and no SSE
+	// instruction should run with the upper halves dirty
+	// (TestAsmLeavesAVXClean).
+	h := hsum1(acc[0])
 	VZEROUPPER()
+	Store(h, ReturnIndex(0))
 	RET()
 }
 

@@ -12,6 +12,7 @@ func prepQ4() {
 	TEXT("prepQ4x2", NOSPLIT, "func(xs *byte, xq *byte, nblk int)")
 	Pragma("noescape")
 	prepX("prepQ4x2")
+	VZEROUPPER()
 	RET()
 }
 

@@ -80,8 +80,8 @@ dot_done:
 	VADDPS       X1, X0, X1
 	VHADDPS      X1, X1, X1
 	VHADDPS      X1, X1, X1
-	MOVSS        X1, ret+24(FP)
 	VZEROUPPER
+	MOVSS        X1, ret+24(FP)
 	RET
 
 // func sum(a *float32, n int) float32
@@ -122,8 +122,8 @@ sum_done:
 	VADDPS       X1, X0, X1
 	VHADDPS      X1, X1, X1
 	VHADDPS      X1, X1, X1
-	MOVSS        X1, ret+16(FP)
 	VZEROUPPER
+	MOVSS        X1, ret+16(FP)
 	RET
 
 // func gatherF32(out *float32, w *byte, stride int, rows *int32, n int, x *float32, cols int)
@@ -1729,6 +1729,7 @@ prepQ4x2_xsingle:
 	VMOVUPS    Y4, 96(CX)
 
 prepQ4x2_xdone:
+	VZEROUPPER
 	RET
 
 // func gatherQ4x4(out *float32, ldo int, w *byte, stride int, rows *int32, n int, xs *byte, xsb int, nblk int)

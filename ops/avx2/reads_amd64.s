@@ -98,7 +98,7 @@ done:
 	VPOR         Y1, Y0, Y0
 	VEXTRACTI128 $1, Y0, X1
 	VPOR         X1, X0, X0
+	VZEROUPPER
 	MOVQ         X0, AX
 	MOVQ         AX, ret+48(FP)
-	VZEROUPPER
 	RET
