@@ -36,3 +36,16 @@ func (t *Template) Render(vars map[string]any) (out string, err error) {
 	}
 	return r.out.String(), nil
 }
+
+// A chat template comes from the model file, so what rendering one may cost
+// is bounded, far above what any chat prompt needs: the output and every
+// value the template builds (measured as printed, a shared part counted
+// each time it appears) stay within maxTemplateBytes, lists and loops within
+// maxTemplateItems, nesting (of the source and of values) within
+// maxTemplateDepth, and the evaluations within maxTemplateSteps.
+const (
+	maxTemplateBytes = 16 << 20
+	maxTemplateItems = 1 << 20
+	maxTemplateDepth = 256
+	maxTemplateSteps = 1 << 22
+)

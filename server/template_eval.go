@@ -29,6 +29,62 @@ func (r *raised) Error() string { return r.msg }
 type renderer struct {
 	out    strings.Builder
 	scopes []map[string]any
+	steps  int // expressions evaluated and loop passes, at most maxTemplateSteps
+}
+
+// step counts one evaluation against maxTemplateSteps.
+func (r *renderer) step() error {
+	if r.steps++; r.steps > maxTemplateSteps {
+		return fmt.Errorf("the template takes more than %d steps", maxTemplateSteps)
+	}
+	return nil
+}
+
+// weigh measures v's printed size, counting a shared part each time it
+// appears: an error once that passes maxTemplateBytes or v nests deeper than
+// maxTemplateDepth (a namespace that holds itself does both).
+func weigh(v any) error {
+	n := 0
+	var walk func(v any, depth int) error
+	walk = func(v any, depth int) error {
+		if depth > maxTemplateDepth {
+			return fmt.Errorf("a value nests more than %d deep", maxTemplateDepth)
+		}
+		n += 4 // quotes, separators, small scalars
+		switch v := v.(type) {
+		case string:
+			n += len(v)
+		case []any:
+			for _, x := range v {
+				if err := walk(x, depth+1); err != nil {
+					return err
+				}
+			}
+		case map[string]any:
+			for k, x := range v {
+				n += len(k)
+				if err := walk(x, depth+1); err != nil {
+					return err
+				}
+			}
+		case namespace:
+			return walk(map[string]any(v), depth)
+		}
+		if n > maxTemplateBytes {
+			return fmt.Errorf("the template builds a value of more than %d bytes", maxTemplateBytes)
+		}
+		return nil
+	}
+	return walk(v, 0)
+}
+
+// write adds s to the output, within maxTemplateBytes.
+func (r *renderer) write(s string) error {
+	if r.out.Len()+len(s) > maxTemplateBytes {
+		return fmt.Errorf("the template writes more than %d bytes", maxTemplateBytes)
+	}
+	r.out.WriteString(s)
+	return nil
 }
 
 func (r *renderer) lookup(name string) any {
@@ -52,13 +108,16 @@ func (r *renderer) nodes(ns []node) error {
 func (r *renderer) node(n node) error {
 	switch n := n.(type) {
 	case textNode:
-		r.out.WriteString(string(n))
+		return r.write(string(n))
 	case outNode:
 		v, err := r.eval(n.e)
 		if err != nil {
 			return err
 		}
-		r.out.WriteString(str(v))
+		if err := weigh(v); err != nil {
+			return err
+		}
+		return r.write(str(v))
 	case *ifNode:
 		for i, c := range n.conds {
 			v, err := r.eval(c)
@@ -86,6 +145,9 @@ func (r *renderer) node(n node) error {
 			return fmt.Errorf("set %s.%s: %s is not a namespace", n.name, n.attr, n.name)
 		}
 		ns[n.attr] = v
+		if err := weigh(ns); err != nil {
+			return fmt.Errorf("set %s.%s: %v", n.name, n.attr, err)
+		}
 	}
 	return nil
 }
@@ -136,6 +198,9 @@ func (r *renderer) forLoop(n *forNode) error {
 		return r.nodes(n.els)
 	}
 	for i, item := range items {
+		if err := r.step(); err != nil {
+			return err
+		}
 		if err := bind(item); err != nil {
 			return err
 		}
@@ -165,6 +230,9 @@ func iterate(v any) ([]any, error) {
 	case []any:
 		return v, nil
 	case string:
+		if len(v) > maxTemplateItems {
+			return nil, fmt.Errorf("a string of more than %d bytes taken character by character", maxTemplateItems)
+		}
 		var out []any
 		for _, c := range v {
 			out = append(out, string(c))

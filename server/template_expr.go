@@ -6,7 +6,27 @@ import (
 	"strings"
 )
 
+// eval evaluates e; a value it builds (not one it looks up) is weighed
+// against maxTemplateBytes.
 func (r *renderer) eval(e expr) (any, error) {
+	if err := r.step(); err != nil {
+		return nil, err
+	}
+	v, err := r.eval1(e)
+	if err != nil {
+		return nil, err
+	}
+	switch e.(type) {
+	case literal, varRef, getAttr, getItem:
+		return v, nil
+	}
+	if err := weigh(v); err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+func (r *renderer) eval1(e expr) (any, error) {
 	switch e := e.(type) {
 	case literal:
 		return e.v, nil
@@ -146,6 +166,9 @@ func (r *renderer) binary(e binExpr) (any, error) {
 		}
 		if ll, ok := l.([]any); ok {
 			if rl, ok := rv.([]any); ok {
+				if len(ll)+len(rl) > maxTemplateItems {
+					return nil, fmt.Errorf("a list of more than %d items", maxTemplateItems)
+				}
 				return append(append([]any{}, ll...), rl...), nil
 			}
 		}
@@ -175,6 +198,9 @@ func arith(op string, l, r any) (any, error) {
 	rf, rok := number(r)
 	if !lok || !rok {
 		if ls, ok := l.(string); ok && op == "*" && rInt {
+			if ri > 0 && len(ls) > 0 && ri > maxTemplateBytes/len(ls) {
+				return nil, fmt.Errorf("a string of more than %d bytes", maxTemplateBytes)
+			}
 			return strings.Repeat(ls, max(ri, 0)), nil
 		}
 		return nil, fmt.Errorf("cannot apply %q to %s and %s", op, typeName(l), typeName(r))

@@ -3,6 +3,7 @@ package server
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"sort"
 	"strings"
 	"unicode"
@@ -67,6 +68,10 @@ func rangeOf(args []any) (any, error) {
 	if b[2] == 0 {
 		return nil, fmt.Errorf("range() step must not be zero")
 	}
+	// Its length, in floats so that no bound overflows.
+	if n := math.Ceil((float64(b[1]) - float64(b[0])) / float64(b[2])); n > maxTemplateItems {
+		return nil, fmt.Errorf("range() of more than %d items", maxTemplateItems)
+	}
 	var out []any
 	for i := b[0]; (b[2] > 0 && i < b[1]) || (b[2] < 0 && i > b[1]); i += b[2] {
 		out = append(out, i)
@@ -103,13 +108,21 @@ func method(x any, name string, args []any) (any, error) {
 		case "endswith":
 			return strings.HasSuffix(s, strArg(args, 0, "")), nil
 		case "replace":
-			return strings.ReplaceAll(s, strArg(args, 0, ""), strArg(args, 1, "")), nil
+			old, new := strArg(args, 0, ""), strArg(args, 1, "")
+			if grow := len(new) - len(old); grow > 0 && (strings.Count(s, old)+1)*grow > maxTemplateBytes-len(s) {
+				return nil, fmt.Errorf("replace: a string of more than %d bytes", maxTemplateBytes)
+			}
+			return strings.ReplaceAll(s, old, new), nil
 		case "split":
 			var parts []string
 			if len(args) == 0 || args[0] == nil {
 				parts = strings.Fields(s)
 			} else {
-				parts = strings.Split(s, str(args[0]))
+				sep := str(args[0])
+				if n := strings.Count(s, sep); n >= maxTemplateItems {
+					return nil, fmt.Errorf("split: more than %d parts", maxTemplateItems)
+				}
+				parts = strings.Split(s, sep)
 			}
 			out := make([]any, len(parts))
 			for i, p := range parts {
@@ -227,11 +240,16 @@ func applyFilter(name string, x any, args []any) (any, error) {
 		if err != nil {
 			return nil, err
 		}
+		sep := strArg(args, 0, "")
 		parts := make([]string, len(l))
+		n := 0
 		for i, v := range l {
 			parts[i] = str(v)
+			if n += len(parts[i]) + len(sep); n > maxTemplateBytes {
+				return nil, fmt.Errorf("join: a string of more than %d bytes", maxTemplateBytes)
+			}
 		}
-		return strings.Join(parts, strArg(args, 0, "")), nil
+		return strings.Join(parts, sep), nil
 	case "default", "d":
 		_, undef := x.(undefined)
 		useDef := undef || (len(args) > 1 && truthy(args[1]) && !truthy(x))

@@ -66,8 +66,9 @@ type (
 )
 
 type blockParser struct {
-	segs []segment
-	pos  int
+	segs  []segment
+	pos   int
+	depth int // blocks open, at most maxTemplateDepth
 }
 
 // parseTemplate builds the node tree of a lexed template.
@@ -87,6 +88,14 @@ func parseTemplate(segs []segment) ([]node, error) {
 // enclosing block (endif, elif, else, endfor), which it returns unconsumed
 // in the sense that its tokens are left for the caller; nil at the end.
 func (p *blockParser) block() ([]node, *segment, error) {
+	if p.depth++; p.depth > maxTemplateDepth {
+		line := 0
+		if p.pos > 0 {
+			line = p.segs[p.pos-1].line
+		}
+		return nil, nil, fmt.Errorf("line %d: blocks nested more than %d deep", line, maxTemplateDepth)
+	}
+	defer func() { p.depth-- }()
 	var out []node
 	for p.pos < len(p.segs) {
 		s := &p.segs[p.pos]
@@ -251,9 +260,18 @@ func parseWhole(s *segment, toks []token) (expr, error) {
 }
 
 type exprParser struct {
-	toks []token
-	pos  int
-	line int
+	toks  []token
+	pos   int
+	line  int
+	depth int // nesting, at most maxTemplateDepth
+}
+
+// nest enters one level of nesting; the caller leaves it (p.depth--).
+func (p *exprParser) nest() error {
+	if p.depth++; p.depth > maxTemplateDepth {
+		return p.errf("expression nested more than %d deep", maxTemplateDepth)
+	}
+	return nil
 }
 
 func (p *exprParser) done() bool { return p.pos >= len(p.toks) }
@@ -290,6 +308,10 @@ func (p *exprParser) errf(format string, args ...any) error {
 
 // expr: or-expression, optionally "A if C else B".
 func (p *exprParser) expr() (expr, error) {
+	if err := p.nest(); err != nil {
+		return nil, err
+	}
+	defer func() { p.depth-- }()
 	e, err := p.orExpr()
 	if err != nil || !p.accept("n", "if") {
 		return e, err
@@ -341,6 +363,10 @@ func (p *exprParser) leftAssoc(sub func() (expr, error), kind string, ops ...str
 
 func (p *exprParser) notExpr() (expr, error) {
 	if p.accept("n", "not") {
+		if err := p.nest(); err != nil {
+			return nil, err
+		}
+		defer func() { p.depth-- }()
 		x, err := p.notExpr()
 		return notExpr{x}, err
 	}
@@ -417,6 +443,12 @@ func (p *exprParser) multiplicative() (expr, error) {
 }
 
 func (p *exprParser) unary() (expr, error) {
+	if p.is("p", "-") || p.is("p", "+") {
+		if err := p.nest(); err != nil {
+			return nil, err
+		}
+		defer func() { p.depth-- }()
+	}
 	if p.accept("p", "-") {
 		x, err := p.unary()
 		return negExpr{x}, err

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/pinfer/pinfer/gguf"
@@ -163,4 +164,44 @@ func TestEncodeChatSpecials(t *testing.T) {
 	require.Equal(t, want, encodeChat(tok, "<|user|>Hello world<|end|><|assistant|>"))
 	// Without control tokens: exactly what a plain prompt gives.
 	require.Equal(t, []int{1, 15043, 3186}, encodeChat(tok, "Hello world"))
+}
+
+// A template comes from the model file: one that asks for too much fails
+// with an error, without a panic, a crash or gigabytes of memory, and a long
+// conversation still renders.
+func TestTemplateLimits(t *testing.T) {
+	for src, want := range map[string]string{
+		`{{ 'ab' * 9223372036854775807 }}`:                                                                 "a string of more than 16777216 bytes",
+		`{{ 'ab' * 4000000000 }}`:                                                                          "a string of more than 16777216 bytes",
+		`{{ 'abc'.replace('', 'x' * 10000000) }}`:                                                          "replace: a string of more than",
+		`{{ range(100000000) | length }}`:                                                                  "range() of more than 1048576 items",
+		`{{ range(-9223372036854775807, 9223372036854775807, 3) | length }}`:                               "range() of more than 1048576 items",
+		`{% set ns = namespace(a=1) %}{% set ns.x = ns %}{{ ns }}`:                                         "set ns.x: a value nests more than 256 deep",
+		`{% set ns = namespace(l=[1]) %}{% for i in range(40) %}{% set ns.l = ns.l + ns.l %}{% endfor %}`:  "a list of more than 1048576 items",
+		`{% set ns = namespace(s='ab') %}{% for i in range(40) %}{% set ns.s = ns.s + ns.s %}{% endfor %}`: "a value of more than 16777216 bytes",
+		`{% set ns = namespace(s='x' * 9000000) %}{{ ns.s }}{{ ns.s }}`:                                    "writes more than 16777216 bytes",
+		`{% for i in range(1048576) %}{% for j in range(1048576) %}{% endfor %}{% endfor %}`:               "takes more than 4194304 steps",
+		`{{ ('x' * 20000).split('') | length }}{{ ('x' * 2000000).split('x') | length }}`:                  "split: more than 1048576 parts",
+		strings.Repeat("(", 300) + "1" + strings.Repeat(")", 300):                                          "nested more than 256 deep",
+		"{{ " + strings.Repeat("not ", 300) + "1 }}":                                                       "nested more than 256 deep",
+		"{{ " + strings.Repeat("- ", 300) + "1 }}":                                                         "nested more than 256 deep",
+		strings.Repeat("{% if 1 %}", 300) + strings.Repeat("{% endif %}", 300):                             "blocks nested more than 256 deep",
+	} {
+		if !strings.HasPrefix(src, "{") {
+			src = "{{ " + src + " }}"
+		}
+		tpl, err := ParseTemplate(src)
+		if err == nil {
+			_, err = tpl.Render(map[string]any{})
+		}
+		require.Error(t, err, src[:min(len(src), 80)])
+		require.Contains(t, err.Error(), want, src[:min(len(src), 80)])
+	}
+
+	var pairs []string
+	for i := range 2000 {
+		pairs = append(pairs, "user", strings.Repeat("q", i%500), "assistant", strings.Repeat("a", 300))
+	}
+	out := render(t, chatMLTemplate, conv(pairs...))
+	require.Greater(t, len(out), 1_000_000)
 }
