@@ -25,7 +25,7 @@ type rawTensor struct {
 
 // encode builds a safetensors file by hand from the format description: an
 // 8-byte little-endian header length, the JSON header, then the data.
-func encode(t *testing.T, ts []rawTensor) []byte {
+func encode(t testing.TB, ts []rawTensor) []byte {
 	t.Helper()
 	hdr := map[string]any{"__metadata__": map[string]string{"format": "pt"}}
 	var data []byte
