@@ -267,6 +267,21 @@ func (b *binder) count(repeat string) (int, error) {
 	if err != nil || n < 0 || n > 1<<16 {
 		return 0, fmt.Errorf("%s: %q = %v is not a block count", where, repeat, v)
 	}
+	// A count below the file's blocks (a corrupt or hand-edited key) would
+	// run a shallower model without a word; llama.cpp's loader, too,
+	// refuses tensors it does not use.
+	for _, t := range b.f.Tensors {
+		var k int
+		if _, err := fmt.Sscanf(t.Name, "blk.%d.", &k); err == nil && k >= int(n) {
+			from := ""
+			for _, p := range b.spec.Params {
+				if p.Name == repeat && p.Key != "" {
+					from = fmt.Sprintf(" (metadata key %q)", p.Key)
+				}
+			}
+			return 0, fmt.Errorf("%s: %q = %d%s, but %s holds tensor %s", where, repeat, n, from, b.f.Path, t.Name)
+		}
+	}
 	return int(n), nil
 }
 

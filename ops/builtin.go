@@ -70,7 +70,12 @@ func init() {
 	Register(&Op{Name: "rms_norm", Doc: "x / rms(x) · weight", Inputs: 1,
 		Weights: []Slot{{Name: "weight", Vector: true}},
 		Attrs:   []AttrSpec{{Name: "eps", Kind: Float, Default: 1e-5}},
-		Shape:   func(s *ShapeArgs) (int, error) { return s.In[0], vecFits(s.W[0], s.In[0]) },
+		Shape: func(s *ShapeArgs) (int, error) {
+			if err := epsFits(s.A); err != nil {
+				return 0, err
+			}
+			return s.In[0], vecFits(s.W[0], s.In[0])
+		},
 		Run: func(c *Ctx) error {
 			eps := float32(c.A.Float("eps"))
 			// One row (decode) inline: the closure below, which the pool
@@ -91,6 +96,9 @@ func init() {
 		Weights: []Slot{{Name: "weight", Vector: true}, {Name: "bias", Optional: true, Vector: true}},
 		Attrs:   []AttrSpec{{Name: "eps", Kind: Float, Default: 1e-5}},
 		Shape: func(s *ShapeArgs) (int, error) {
+			if err := epsFits(s.A); err != nil {
+				return 0, err
+			}
 			if err := vecFits(s.W[0], s.In[0]); err != nil {
 				return 0, err
 			}
@@ -119,6 +127,9 @@ func init() {
 			}
 			if hd := s.In[0] / nh; nrot < 0 || nrot > hd || nrot%2 != 0 {
 				return 0, fmt.Errorf("n_rot %d must be even and at most the head size %d", nrot, hd)
+			}
+			if th := s.A.Float("theta"); !(th > 0) || math.IsInf(th, 1) {
+				return 0, fmt.Errorf("theta %v must be a positive number", th)
 			}
 			return s.In[0], nil
 		},
@@ -507,4 +518,13 @@ func addBias(c *Ctx) {
 			Axpy(c.Out.Row(t), 1, b.Vec)
 		}
 	}
+}
+
+// epsFits checks a norm's eps: a negative one (a corrupt file's) would turn
+// every row into NaN.
+func epsFits(a Attrs) error {
+	if eps := a.Float("eps"); !(eps >= 0) || math.IsInf(eps, 1) {
+		return fmt.Errorf("eps %v must be a finite number, at least 0", eps)
+	}
+	return nil
 }
