@@ -73,13 +73,21 @@ type Report struct {
 	Results   []Result `json:"results"`
 }
 
+// Check refuses negative token counts.
+func (o *Options) Check() error {
+	if o.Depth < 0 || o.Prompt < 0 || o.Gen < 0 {
+		return fmt.Errorf("bench: -p %d, -n %d, -d %d: want none below 0", o.Prompt, o.Gen, o.Depth)
+	}
+	return nil
+}
+
 // Run measures m.
 func Run(m *engine.Model, o Options) (*Report, error) {
 	if o.Reps <= 0 {
 		o.Reps = 5
 	}
-	if o.Depth < 0 || o.Prompt < 0 || o.Gen < 0 {
-		return nil, fmt.Errorf("bench: -p %d, -n %d, -d %d: want none below 0", o.Prompt, o.Gen, o.Depth)
+	if err := o.Check(); err != nil {
+		return nil, err
 	}
 	pool := ops.NewPool(o.Threads)
 	defer pool.Close()

@@ -13,7 +13,7 @@ import (
 func (m *Model) Predictor(name string) (predictors.Predictor, error) {
 	if name == "" {
 		name = "dense"
-		if len(m.Prog.Layers) > 0 && m.Prog.Layers[0].FC1 != nil {
+		if m.HasPredictor() {
 			name = "mlp"
 		}
 	}
@@ -26,6 +26,12 @@ func (m *Model) Predictor(name string) (predictors.Predictor, error) {
 		return predictors.LoadPlugin(name, m.Prog.Layers)
 	}
 	return predictors.New(name, m.Prog.Layers)
+}
+
+// HasPredictor reports whether the file carries a trained predictor
+// (fc1/fc2) for its sparse FFNs.
+func (m *Model) HasPredictor() bool {
+	return len(m.Prog.Layers) > 0 && m.Prog.Layers[0].FC1 != nil
 }
 
 // AttachStats gives the model's sparse layers their profiled rates.

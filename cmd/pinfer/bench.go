@@ -26,13 +26,30 @@ func benchCmd() *cobra.Command {
 			if format != "md" && format != "json" {
 				return fmt.Errorf("bench: -o %q: want md or json", format)
 			}
+			if o.Reps < 1 {
+				return fmt.Errorf("bench: -r %d: want at least 1 repetition", o.Reps)
+			}
+			if err := o.Check(); err != nil {
+				return err
+			}
 			o.Modes = strings.Split(modes, ",")
+			for _, mode := range o.Modes {
+				if strings.TrimSpace(mode) == "" {
+					return fmt.Errorf("bench: --mode %q: a mode is empty", modes)
+				}
+			}
 			o.Threads = mf.threads
 			m, err := mf.load()
 			if err != nil {
 				return err
 			}
 			defer m.Close()
+			// The default modes on a file without a predictor (the built-in
+			// model's): dense alone, as llama-bench runs with no arguments.
+			if !cmd.Flags().Changed("mode") && !m.HasPredictor() {
+				o.Modes = []string{"dense"}
+				fmt.Fprintf(os.Stderr, "bench: %s carries no predictor (fc1/fc2), so only dense runs; name one to compare, e.g. --mode dense,oracle\n", m.File.Path)
+			}
 			if g.budget > 0 {
 				o.Device = benchGPU(m, &mf, &g)
 			}
@@ -56,7 +73,7 @@ func benchCmd() *cobra.Command {
 	fl.IntVarP(&o.Gen, "n-gen", "n", 16, "tokens of the decode test (0: skip)")
 	fl.IntVarP(&o.Depth, "n-depth", "d", 0, "tokens already in the context when each test starts (prefilled, not timed), as llama-bench's -d")
 	fl.IntVarP(&o.Reps, "repetitions", "r", 5, "repetitions of each test")
-	fl.StringVar(&modes, "mode", "dense,sparse", "comma-separated: dense, sparse (the file's predictor), split (llama.cpp's -ngl layer split on the GPU, dense), hybrid (hot neurons on the GPU, the file's predictor), or a predictor name")
+	fl.StringVar(&modes, "mode", "dense,sparse", "comma-separated: dense, sparse (the file's predictor), split (llama.cpp's -ngl layer split on the GPU, dense), hybrid (hot neurons on the GPU, the file's predictor), or a predictor name; if not given and the file has no predictor, dense alone")
 	fl.StringVarP(&format, "output", "o", "md", "md or json")
 	return c
 }

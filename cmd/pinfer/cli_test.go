@@ -231,6 +231,31 @@ func TestBenchRatios(t *testing.T) {
 	}
 }
 
+// bench with its default modes on the built-in model, which carries no
+// predictor, measures dense alone and says why; flags that ask for nothing
+// are refused.
+func TestBenchDefaultsAndBadFlags(t *testing.T) {
+	out, stderr, code := pinfer(t, "bench", "-p", "4", "-n", "2", "-r", "1")
+	require.Zero(t, code, stderr)
+	require.Contains(t, stderr, "carries no predictor (fc1/fc2), so only dense runs")
+	require.Contains(t, out, "| dense | pp4 |")
+	require.Contains(t, out, "| dense | tg2 |")
+	require.NotContains(t, out, "sparse")
+	for args, want := range map[string]string{
+		"-r 0":          "bench: -r 0: want at least 1 repetition",
+		"-r -2":         "bench: -r -2: want at least 1 repetition",
+		"--mode dense,": `bench: --mode "dense,": a mode is empty`,
+		"--mode sparse": "carries no predictor",
+		"-n -1":         "want none below 0",
+		"-o xml":        `bench: -o "xml": want md or json`,
+	} {
+		_, stderr, code := pinfer(t, append([]string{"bench", "-p", "4", "-n", "2"}, strings.Fields(args)...)...)
+		require.NotZero(t, code, args)
+		require.Contains(t, stderr, want, args)
+		require.Equal(t, 1, strings.Count(strings.TrimSpace(stderr), "\n")+1, "one line: %q", stderr)
+	}
+}
+
 // On a CPU where it pays, a q4_0 file's whole-read matrices are repacked at
 // load, which bench reports; --no-repack keeps the file's layout.
 func TestBenchRepack(t *testing.T) {
