@@ -285,3 +285,22 @@ func TestBenchRepack(t *testing.T) {
 	require.Equal(t, load+ffn, repacked("--mode", "dense,sparse"))
 	require.Zero(t, repacked("--mode", "dense", "--no-repack"))
 }
+
+// gen's key/value heads follow --n-head unless given; run refuses a
+// negative count other than -n -1 and a negative context.
+func TestGenAndRunFlags(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "g.gguf")
+	_, stderr, code := pinfer(t, "gen", "--n-embd", "128", "--n-ff", "256", "--n-layer", "1", "--n-head", "4", "--vocab", "512", "-o", path)
+	require.Zero(t, code, stderr)
+	out, stderr, code := pinfer(t, "run", "-m", path, "--prompt-ids", "1,2,3", "-n", "2", "--temp", "0")
+	require.Zero(t, code, stderr)
+	require.NotEmpty(t, out)
+	for args, want := range map[string]string{
+		"-n -5": "-n -5: want a count, or -1",
+		"-c -4": "-c -4: want a context size, or 0",
+	} {
+		_, stderr, code := pinfer(t, append([]string{"run", "-p", "hi"}, strings.Fields(args)...)...)
+		require.NotZero(t, code, args)
+		require.Contains(t, stderr, want, args)
+	}
+}

@@ -35,6 +35,11 @@ func genCmd() *cobra.Command {
 					}
 				}
 			}
+			// Key/value heads follow the heads unless given, as in llama.cpp's
+			// converters (a model without grouped-query attention).
+			if fl := cmd.Flags(); fl.Changed("n-head") && !fl.Changed("n-kv-head") {
+				o.NKVHead = o.NHead
+			}
 			t, err := ops.ParseDType(strings.ToLower(typ))
 			if err != nil {
 				return fmt.Errorf("gen: --type %q: want f16, q8_0 or q4_0", typ)
@@ -61,7 +66,7 @@ func genCmd() *cobra.Command {
 	fl.IntVar(&o.NFF, "n-ff", 1408, "FFN neurons per layer")
 	fl.IntVar(&o.NLayer, "n-layer", 4, "layers")
 	fl.IntVar(&o.NHead, "n-head", 8, "attention heads")
-	fl.IntVar(&o.NKVHead, "n-kv-head", 8, "key/value heads")
+	fl.IntVar(&o.NKVHead, "n-kv-head", 8, "key/value heads (default: --n-head's value when that is given)")
 	fl.IntVar(&o.Vocab, "vocab", 32000, "vocabulary size")
 	fl.IntVar(&o.Rank, "rank", 256, "predictor rank")
 	fl.Float64Var(&o.Active, "active", 0.1, "fraction of FFN neurons that fire per token")

@@ -115,6 +115,12 @@ func runCmd() *cobra.Command {
 		Short: "Generate text from a prompt",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if n < -1 {
+				return fmt.Errorf("-n %d: want a count, or -1 for until the end of text or a full context", n)
+			}
+			if nctx < 0 {
+				return fmt.Errorf("-c %d: want a context size, or 0 for the model's", nctx)
+			}
 			if file != "" {
 				b, err := os.ReadFile(file)
 				if err != nil {
