@@ -2,7 +2,7 @@
 // with dense and sparse runs in one process, their repetitions taking turns,
 // so that their ratio holds on a noisy machine, and relates decode speed to
 // the bytes of weights each token reads and to a streaming-read bandwidth
-// measured between the decode steps of each repetition.
+// measured next to each decode repetition.
 package bench
 
 import (
@@ -47,9 +47,9 @@ type Result struct {
 	BytesPerToken float64   `json:"bytes_per_token,omitempty"` // weights read per decoded token
 	GBPerSec      float64   `json:"gb_per_s,omitempty"`        // implied by the median
 	// StreamGBps is the median over decode repetitions of the streaming
-	// read measured between each one's steps (a slice of a buffer after
-	// every step), and OfStream the median of each repetition's weight
-	// reads per second against its own figure.
+	// read measured around each (the mean of one just before and one just
+	// after), and OfStream the median of each repetition's weight reads per
+	// second against its own figure.
 	StreamGBps float64 `json:"stream_gb_per_s,omitempty"`
 	OfStream   float64 `json:"of_stream,omitempty"`
 	ActiveFrac float64 `json:"active_fraction,omitempty"` // mean over layers
@@ -225,7 +225,7 @@ func measureModes(m *engine.Model, pool *ops.Pool, st *streamer, runs []modeRun,
 }
 
 // A sample is one repetition: tokens per second of the prompt (g == 0) or
-// of the decode steps; for decode the streaming read between its steps and the
+// of the decode steps; for decode the streaming read around it and the
 // mean shares of neurons computed and of up and down rows read.
 type sample struct {
 	tps, stream float64
@@ -250,8 +250,7 @@ func meanReads(rs []Reads) Reads {
 }
 
 // once runs, after depth untimed tokens, a prompt of p tokens, then g
-// decode steps; with bracket, each decode step is followed by a slice of
-// streaming read (untimed for the steps), the repetition's stream figure.
+// decode steps; with bracket, a decode is held between two streaming reads.
 func once(m *engine.Model, pool *ops.Pool, st *streamer, pred predictors.Predictor, depth, p, g int, bracket bool) (sample, error) {
 	var s sample
 	prompt := make([]int, depth+p)
@@ -259,6 +258,10 @@ func once(m *engine.Model, pool *ops.Pool, st *streamer, pred predictors.Predict
 		prompt[i] = (i*7919 + 13) % m.Prog.Vocab
 	}
 	bracket = bracket && g > 0
+	var before float64
+	if bracket {
+		before = st.measure(3)
+	}
 	sess := m.NewSession(depth+p+g+1, pool)
 	sess.SetPredictor(pred)
 	if depth == 0 && g == 0 {
@@ -283,33 +286,25 @@ func once(m *engine.Model, pool *ops.Pool, st *streamer, pred predictors.Predict
 	if err != nil {
 		return s, err
 	}
-	el := time.Since(start)
 	if g > 0 {
 		sess.Runner().Stats = graph.NewStats(m.Prog)
-		el = 0
-		var streamed int
-		var streamTime time.Duration
+		start = time.Now()
 		for i := 0; i < g; i++ {
-			t0 := time.Now()
 			id := argmax(logits.Data)
 			if logits, err = sess.Forward([]int{id}, false); err != nil {
 				return s, err
 			}
-			el += time.Since(t0)
-			if bracket {
-				b, d := st.step()
-				streamed, streamTime = streamed+b, streamTime+d
-			}
-		}
-		if bracket {
-			s.stream = float64(streamed) / streamTime.Seconds() / 1e9
 		}
 	}
+	el := time.Since(start).Seconds()
 	n := p
 	if g > 0 {
 		n = g
 	}
-	s.tps = float64(n) / el.Seconds()
+	s.tps = float64(n) / el
+	if bracket {
+		s.stream = (before + st.measure(3)) / 2
+	}
 	if g > 0 && len(m.Prog.Layers) > 0 {
 		layers := make([]Reads, len(m.Prog.Layers))
 		for k := range layers {

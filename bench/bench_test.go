@@ -3,14 +3,12 @@ package bench
 import (
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/pinfer/pinfer/engine"
 	"github.com/pinfer/pinfer/models"
-	"github.com/pinfer/pinfer/ops"
 )
 
 // The built-in Shakespeare model, dense against the oracle predictor: the
@@ -82,21 +80,4 @@ func TestRunAtDepth(t *testing.T) {
 	}
 	_, err = Run(m, Options{Prompt: 4, Gen: 2, Depth: -1, Reps: 1, Threads: 2, Modes: []string{"dense"}})
 	require.ErrorContains(t, err, "-d -1")
-}
-
-// The stream slices read after decode steps move through the buffer and
-// start over where a whole slice no longer fits, so that consecutive slices
-// never read the same bytes (which the cache would serve).
-func TestStreamSlicesMoveOn(t *testing.T) {
-	pool := ops.NewPool(2)
-	defer pool.Close()
-	s := &streamer{pool: pool, buf: make([]float32, 5*sliceFloats/2)}
-	var starts []int // where each slice read began
-	for range 5 {
-		b, d := s.step()
-		starts = append(starts, s.at-sliceFloats)
-		assert.Equal(t, 4*sliceFloats, b)
-		assert.Greater(t, d, time.Duration(0))
-	}
-	assert.Equal(t, []int{0, sliceFloats, 0, sliceFloats, 0}, starts)
 }

@@ -110,7 +110,7 @@ func printTable(m *engine.Model, r *bench.Report) {
 		fmt.Printf("| %s | %.2f GiB | %.2f B | %s | %d | %s | %s | %.2f ± %.2f | %.2f | %s | %s |\n",
 			name, float64(r.SizeBytes)/(1<<30), float64(r.Params)/1e9, backend, r.Threads, mode, x.Test, x.Mean, x.SD, x.Median, bpt, gbs)
 	}
-	fmt.Printf("\nGB/s: decode's weight reads per second at the median; (%% of stream): median over repetitions of that repetition's reads against a streaming read of a 64 MB slice after each of its decode steps\n")
+	fmt.Printf("\nGB/s: decode's weight reads per second at the median; (%% of stream): median over repetitions of that repetition's reads against a streaming read measured around it (mean of just before and just after)\n")
 	if r.HugePages >= 0 {
 		fmt.Printf("weights in 2 MB pages: %.0f%% of those read (a file cached through a plain read or write keeps 4 KB pages until it leaves the page cache)\n", 100*r.HugePages)
 	}
