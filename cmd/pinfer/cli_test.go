@@ -287,7 +287,8 @@ func TestBenchRepack(t *testing.T) {
 }
 
 // gen's key/value heads follow --n-head unless given; run refuses a
-// negative count other than -n -1 and a negative context.
+// negative count other than -n -1 or -2 (llama.cpp's) and a negative
+// context.
 func TestGenAndRunFlags(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "g.gguf")
 	_, stderr, code := pinfer(t, "gen", "--n-embd", "128", "--n-ff", "256", "--n-layer", "1", "--n-head", "4", "--vocab", "512", "-o", path)
@@ -295,8 +296,10 @@ func TestGenAndRunFlags(t *testing.T) {
 	out, stderr, code := pinfer(t, "run", "-m", path, "--prompt-ids", "1,2,3", "-n", "2", "--temp", "0")
 	require.Zero(t, code, stderr)
 	require.NotEmpty(t, out)
+	_, stderr, code = pinfer(t, "run", "-m", path, "--prompt-ids", "1,2,3", "-n", "-2", "-c", "8", "--temp", "0")
+	require.Zero(t, code, stderr)
 	for args, want := range map[string]string{
-		"-n -5": "-n -5: want a count, or -1",
+		"-n -5": "-n -5: want a count, or -1 (or -2)",
 		"-c -4": "-c -4: want a context size, or 0",
 	} {
 		_, stderr, code := pinfer(t, append([]string{"run", "-p", "hi"}, strings.Fields(args)...)...)

@@ -115,8 +115,10 @@ func runCmd() *cobra.Command {
 		Short: "Generate text from a prompt",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if n < -1 {
-				return fmt.Errorf("-n %d: want a count, or -1 for until the end of text or a full context", n)
+			// -2 is llama.cpp's "until the context is full", which the end
+			// of text also stops there: the same as -1 here.
+			if n < -2 {
+				return fmt.Errorf("-n %d: want a count, or -1 (or -2) for until the end of text or a full context", n)
 			}
 			if nctx < 0 {
 				return fmt.Errorf("-c %d: want a context size, or 0 for the model's", nctx)
@@ -179,7 +181,7 @@ func runCmd() *cobra.Command {
 	fl.StringVarP(&prompt, "prompt", "p", "", "prompt text")
 	fl.StringVarP(&file, "file", "f", "", "read the prompt from a file")
 	fl.StringVar(&promptIDs, "prompt-ids", "", "the prompt as token ids, e.g. 1,17,230 (used as given: no BOS is added)")
-	fl.IntVarP(&n, "n-predict", "n", 128, "tokens to generate (-1: until end of text or a full context)")
+	fl.IntVarP(&n, "n-predict", "n", 128, "tokens to generate (-1 or -2: until end of text or a full context)")
 	fl.IntVarP(&nctx, "ctx-size", "c", 0, "context size (default: the model's, at most 4096)")
 	fl.Float64Var(&sp.Temp, "temp", sp.Temp, "temperature (0: greedy)")
 	fl.Uint64Var(&sp.Seed, "seed", sp.Seed, "random seed (default: a new one each run, as llama.cpp)")
