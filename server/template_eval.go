@@ -42,7 +42,9 @@ func (r *renderer) step() error {
 
 // weigh measures v's printed size, counting a shared part each time it
 // appears: an error once that passes maxTemplateBytes or v nests deeper than
-// maxTemplateDepth (a namespace that holds itself does both).
+// maxTemplateDepth (a namespace that holds itself does both). Printing
+// (repr, toJSON) stops past maxTemplateBytes itself, since a namespace that
+// grows after it was put in a list grows that list's print too.
 func weigh(v any) error {
 	n := 0
 	var walk func(v any, depth int) error
@@ -112,9 +114,6 @@ func (r *renderer) node(n node) error {
 	case outNode:
 		v, err := r.eval(n.e)
 		if err != nil {
-			return err
-		}
-		if err := weigh(v); err != nil {
 			return err
 		}
 		return r.write(str(v))
@@ -312,11 +311,18 @@ func repr(v any) string {
 	case string:
 		return "'" + strings.ReplaceAll(strings.ReplaceAll(v, `\`, `\\`), "'", `\'`) + "'"
 	case []any:
-		parts := make([]string, len(v))
+		var b strings.Builder
+		b.WriteByte('[')
 		for i, x := range v {
-			parts[i] = repr(x)
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			if b.WriteString(repr(x)); b.Len() > maxTemplateBytes {
+				break // past the limit: what receives it refuses it
+			}
 		}
-		return "[" + strings.Join(parts, ", ") + "]"
+		b.WriteByte(']')
+		return b.String()
 	case map[string]any:
 		return reprMap(v)
 	case namespace:
@@ -328,11 +334,18 @@ func repr(v any) string {
 }
 
 func reprMap[M ~map[string]any](m M) string {
-	var parts []string
-	for _, k := range anyKeys(m) {
-		parts = append(parts, repr(k)+": "+repr(m[k.(string)]))
+	var b strings.Builder
+	b.WriteByte('{')
+	for i, k := range anyKeys(m) {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		if b.WriteString(repr(k) + ": " + repr(m[k.(string)])); b.Len() > maxTemplateBytes {
+			break // as in repr
+		}
 	}
-	return "{" + strings.Join(parts, ", ") + "}"
+	b.WriteByte('}')
+	return b.String()
 }
 
 func typeName(v any) string {

@@ -283,6 +283,9 @@ func toJSON(b *strings.Builder, x any) error {
 			if err := toJSON(b, e); err != nil {
 				return err
 			}
+			if b.Len() > maxTemplateBytes {
+				return fmt.Errorf("tojson: more than %d bytes", maxTemplateBytes)
+			}
 		}
 		b.WriteByte(']')
 		return nil
@@ -305,6 +308,9 @@ func toJSON(b *strings.Builder, x any) error {
 			b.WriteString(": ")
 			if err := toJSON(b, m[k]); err != nil {
 				return err
+			}
+			if b.Len() > maxTemplateBytes {
+				return fmt.Errorf("tojson: more than %d bytes", maxTemplateBytes)
 			}
 		}
 		b.WriteByte('}')

@@ -182,10 +182,15 @@ func TestTemplateLimits(t *testing.T) {
 		`{% set ns = namespace(s='x' * 9000000) %}{{ ns.s }}{{ ns.s }}`:                                    "writes more than 16777216 bytes",
 		`{% for i in range(1048576) %}{% for j in range(1048576) %}{% endfor %}{% endfor %}`:               "takes more than 4194304 steps",
 		`{{ ('x' * 20000).split('') | length }}{{ ('x' * 2000000).split('x') | length }}`:                  "split: more than 1048576 parts",
-		strings.Repeat("(", 300) + "1" + strings.Repeat(")", 300):                                          "nested more than 256 deep",
-		"{{ " + strings.Repeat("not ", 300) + "1 }}":                                                       "nested more than 256 deep",
-		"{{ " + strings.Repeat("- ", 300) + "1 }}":                                                         "nested more than 256 deep",
-		strings.Repeat("{% if 1 %}", 300) + strings.Repeat("{% endif %}", 300):                             "blocks nested more than 256 deep",
+		// A namespace put in a list a million times, then grown: printing the
+		// list stops at the limit (it ran out of memory).
+		`{% set ns = namespace(s='') %}{% set ns2 = namespace(l=[ns]) %}{% for i in range(20) %}{% set ns2.l = ns2.l + ns2.l %}{% endfor %}{% set ns.s = 'x' * 1000000 %}{{ (ns2.l ~ '') | length }}`: "a value of more than 16777216 bytes",
+		`{% set ns = namespace(s='') %}{% set ns2 = namespace(l=[ns]) %}{% for i in range(20) %}{% set ns2.l = ns2.l + ns2.l %}{% endfor %}{% set ns.s = 'x' * 1000000 %}{{ ns2.l }}`:                 "writes more than 16777216 bytes",
+		`{% set ns = namespace(s='') %}{% set ns2 = namespace(l=[ns]) %}{% for i in range(20) %}{% set ns2.l = ns2.l + ns2.l %}{% endfor %}{% set ns.s = 'x' * 1000000 %}{{ ns2.l | tojson }}`:        "tojson: more than 16777216 bytes",
+		strings.Repeat("(", 300) + "1" + strings.Repeat(")", 300):              "nested more than 256 deep",
+		"{{ " + strings.Repeat("not ", 300) + "1 }}":                           "nested more than 256 deep",
+		"{{ " + strings.Repeat("- ", 300) + "1 }}":                             "nested more than 256 deep",
+		strings.Repeat("{% if 1 %}", 300) + strings.Repeat("{% endif %}", 300): "blocks nested more than 256 deep",
 	} {
 		if !strings.HasPrefix(src, "{") {
 			src = "{{ " + src + " }}"
