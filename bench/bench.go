@@ -73,8 +73,12 @@ type Report struct {
 	Results   []Result `json:"results"`
 }
 
-// Check refuses negative token counts.
+// Check refuses negative token counts and fewer than one repetition (Run
+// first makes a zero Reps its default).
 func (o *Options) Check() error {
+	if o.Reps < 1 {
+		return fmt.Errorf("bench: -r %d: want at least 1 repetition", o.Reps)
+	}
 	if o.Depth < 0 || o.Prompt < 0 || o.Gen < 0 {
 		return fmt.Errorf("bench: -p %d, -n %d, -d %d: want none below 0", o.Prompt, o.Gen, o.Depth)
 	}

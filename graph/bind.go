@@ -3,6 +3,7 @@ package graph
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -270,19 +271,26 @@ func (b *binder) count(repeat string) (int, error) {
 	// A count below the file's blocks (a corrupt or hand-edited key) would
 	// run a shallower model without a word; llama.cpp's loader, too,
 	// refuses tensors it does not use.
-	for _, t := range b.f.Tensors {
-		var k int
-		if _, err := fmt.Sscanf(t.Name, "blk.%d.", &k); err == nil && k >= int(n) {
-			from := ""
-			for _, p := range b.spec.Params {
-				if p.Name == repeat && p.Key != "" {
-					from = fmt.Sprintf(" (metadata key %q)", p.Key)
-				}
-			}
-			return 0, fmt.Errorf("%s: %q = %d%s, but %s holds tensor %s", where, repeat, n, from, b.f.Path, t.Name)
+	if t := b.blockTensor(int(n)); t != "" {
+		from := ""
+		if i := slices.IndexFunc(b.spec.Params, func(p Param) bool { return p.Name == repeat }); i >= 0 && b.spec.Params[i].Key != "" {
+			from = fmt.Sprintf(" (metadata key %q)", b.spec.Params[i].Key)
 		}
+		return 0, fmt.Errorf("%s: %q = %d%s, but %s holds tensor %s", where, repeat, n, from, b.f.Path, t)
 	}
 	return int(n), nil
+}
+
+// blockTensor names the file's first tensor of a block numbered n or
+// above ("blk.N."), or returns "".
+func (b *binder) blockTensor(n int) string {
+	for _, t := range b.f.Tensors {
+		var k int
+		if _, err := fmt.Sscanf(t.Name, "blk.%d.", &k); err == nil && k >= n {
+			return t.Name
+		}
+	}
+	return ""
 }
 
 // resolveNames maps each input to the nearest earlier node with that id, or,

@@ -26,9 +26,6 @@ func benchCmd() *cobra.Command {
 			if format != "md" && format != "json" {
 				return fmt.Errorf("bench: -o %q: want md or json", format)
 			}
-			if o.Reps < 1 {
-				return fmt.Errorf("bench: -r %d: want at least 1 repetition", o.Reps)
-			}
 			if err := o.Check(); err != nil {
 				return err
 			}
