@@ -142,6 +142,7 @@ func TestReadModelProtoFields(t *testing.T) {
 		"tag":                     {0xff},
 		"pieces[0]: type":         protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType), pieceMsg("x", 0, 9)),
 		"piece: missing":          protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType), nil),
+		"pieces[5].piece: empty":  append(modelProto(2, 1, true), protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType), pieceMsg("", 0, Normal))...),
 	}
 	for field, data := range bad {
 		require.NoError(t, os.WriteFile(path, data, 0o644))

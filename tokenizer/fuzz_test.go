@@ -1,12 +1,14 @@
 package tokenizer
 
 import (
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/encoding/protowire"
 )
 
 func FuzzEncodeDecode(f *testing.F) {
@@ -64,4 +66,36 @@ func BenchmarkEncode100KB(b *testing.B) {
 	for b.Loop() {
 		tok.Encode(text, true)
 	}
+}
+
+// FuzzModelProto: any tokenizer.model either fails with one line that
+// starts with its path, or gives a vocabulary that New accepts and that
+// encodes and decodes, so a bad file is caught where it is read.
+func FuzzModelProto(f *testing.F) {
+	real, err := os.ReadFile(filepath.Join(modelsDir(f), "shakespeare-relu-6m", "tokenizer.model"))
+	require.NoError(f, err)
+	f.Add(real)
+	f.Add(real[:len(real)/2])
+	f.Add(modelProto(2, 1, true))
+	f.Add(modelProto(2, -1, false))
+	// An empty normal piece: read without complaint before, then refused by New.
+	f.Add(append(modelProto(2, 1, true), protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType), pieceMsg("", 0, Normal))...))
+	path := filepath.Join(f.TempDir(), "tokenizer.model")
+	f.Fuzz(func(t *testing.T, data []byte) {
+		require.NoError(t, os.WriteFile(path, data, 0o644))
+		v, err := ReadModelProto(path)
+		if err != nil {
+			msg := err.Error()
+			if !strings.HasPrefix(msg, path+": ") || strings.Contains(msg, "\n") {
+				t.Fatalf("error is not one line naming the file: %q", msg)
+			}
+			return
+		}
+		tok, err := New(v)
+		if err != nil {
+			t.Fatalf("ReadModelProto accepted a vocabulary that New rejects: %v", err)
+		}
+		ids := tok.Encode("Hello, wörld 1234 ▁x", true)
+		_ = tok.Decode(ids)
+	})
 }

@@ -122,6 +122,11 @@ func ReadModelProto(path string) (Vocab, error) {
 	if v.EOS < -1 || v.EOS >= len(v.Tokens) {
 		return fail("trainer_spec.eos_id", "%d out of range [-1,%d)", v.EOS, len(v.Tokens))
 	}
+	for i, ty := range v.Types {
+		if (ty == Normal || ty == UserDefined) && v.Tokens[i] == "" {
+			return fail(fmt.Sprintf("pieces[%d].piece", i), "empty")
+		}
+	}
 	if byteFallback {
 		seen := 0
 		for i, ty := range v.Types {
@@ -138,6 +143,10 @@ func ReadModelProto(path string) (Vocab, error) {
 	}
 	// Models with a BOS piece are used with BOS prepended (Llama's convention).
 	v.AddBOS = v.BOS >= 0
+	// New's checks are the tokenizer's; a file they reject fails here, by name.
+	if _, err := New(v); err != nil {
+		return fail("pieces", "%v", err)
+	}
 	return v, nil
 }
 
