@@ -1,6 +1,7 @@
 package convert
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -8,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"unicode/utf8"
 )
 
 // hparams are the config.json values the GGUF file needs.
@@ -38,6 +40,24 @@ func (c *config) errf(field, format string, args ...any) error {
 	return fmt.Errorf("%s: %s %s", c.path, field, fmt.Sprintf(format, args...))
 }
 
+// shown is a raw value as an error quotes it: on one line, and cut short,
+// since a wrong value may be a large nested object.
+func shown(v json.RawMessage) string {
+	var b bytes.Buffer
+	if json.Compact(&b, v) != nil {
+		return "not JSON"
+	}
+	s := b.String()
+	if len(s) > 60 {
+		cut := 57
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		s = s[:cut] + "..."
+	}
+	return s
+}
+
 // field returns the raw value, treating JSON null as absent.
 func (c *config) field(name string) (json.RawMessage, bool) {
 	v, ok := c.raw[name]
@@ -57,7 +77,7 @@ func (c *config) float(name string, def float64, required bool) (float64, error)
 	}
 	var f float64
 	if err := json.Unmarshal(v, &f); err != nil {
-		return 0, c.errf(name, "is %s, want a number", v)
+		return 0, c.errf(name, "is %s, want a number", shown(v))
 	}
 	return f, nil
 }
@@ -88,7 +108,7 @@ func (c *config) tokenID(name string) (int, error) {
 	if json.Unmarshal(v, &ids) == nil && len(ids) > 0 && ids[0] >= 0 {
 		return ids[0], nil
 	}
-	return 0, c.errf(name, "is %s, want a token id", v)
+	return 0, c.errf(name, "is %s, want a token id", shown(v))
 }
 
 func (c *config) str(name, def string) (string, error) {
@@ -98,7 +118,7 @@ func (c *config) str(name, def string) (string, error) {
 	}
 	var s string
 	if err := json.Unmarshal(v, &s); err != nil {
-		return "", c.errf(name, "is %s, want a string", v)
+		return "", c.errf(name, "is %s, want a string", shown(v))
 	}
 	return s, nil
 }
@@ -110,7 +130,7 @@ func (c *config) boolean(name string, def bool) (bool, error) {
 	}
 	var b bool
 	if err := json.Unmarshal(v, &b); err != nil {
-		return false, c.errf(name, "is %s, want true or false", v)
+		return false, c.errf(name, "is %s, want true or false", shown(v))
 	}
 	return b, nil
 }
@@ -256,7 +276,7 @@ func (c *config) arch(hp *hparams) error {
 	var archs []string
 	if v, ok := c.field("architectures"); ok {
 		if err := json.Unmarshal(v, &archs); err != nil {
-			return c.errf("architectures", "is %s, want a list of class names", v)
+			return c.errf("architectures", "is %s, want a list of class names", shown(v))
 		}
 	}
 	if hp.modelType == "" {
@@ -289,7 +309,7 @@ func (c *config) rope(hp *hparams) error {
 	if v, ok := c.field("rope_scaling"); ok {
 		var rs map[string]any
 		if json.Unmarshal(v, &rs) != nil {
-			return c.errf("rope_scaling", "is %s, want an object", v)
+			return c.errf("rope_scaling", "is %s, want an object", shown(v))
 		}
 		t, _ := rs["rope_type"].(string)
 		if t == "" {
@@ -305,7 +325,7 @@ func (c *config) rope(hp *hparams) error {
 			RopeTheta *float64 `json:"rope_theta"`
 		}
 		if err := json.Unmarshal(v, &rp); err != nil {
-			return c.errf("rope_parameters", "is %s, want an object: %v", v, err)
+			return c.errf("rope_parameters", "is %s, want an object: %v", shown(v), err)
 		}
 		if rp.RopeType != "" && rp.RopeType != "default" {
 			return c.errf("rope_parameters.rope_type", "%q is not supported (only unscaled RoPE)", rp.RopeType)
