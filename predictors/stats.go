@@ -70,6 +70,25 @@ func ReadStats(path string) (*Stats, error) {
 			s.Layers[i].Layer = i
 		}
 	}
+	// Checked here, by the file's own positions, because placement and the
+	// predictors take these numbers as they are.
+	type key struct{ layer, expert int }
+	seen := map[key]bool{}
+	for i, l := range s.Layers {
+		if l.Layer < 0 || l.Expert < 0 {
+			return nil, fmt.Errorf("%s: layers[%d]: layer %d expert %d, want numbers >= 0", path, i, l.Layer, l.Expert)
+		}
+		if k := (key{l.Layer, l.Expert}); seen[k] {
+			return nil, fmt.Errorf("%s: layers[%d]: layer %d expert %d appears twice", path, i, l.Layer, l.Expert)
+		} else {
+			seen[k] = true
+		}
+		for j, f := range l.Frequency {
+			if !(f >= 0 && f <= 1) {
+				return nil, fmt.Errorf("%s: layers[%d].frequency[%d]: %v, want a fraction in [0, 1]", path, i, j, f)
+			}
+		}
+	}
 	sortLayers(s.Layers)
 	return &s, nil
 }
