@@ -4,6 +4,7 @@
 package sample
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"sort"
@@ -16,8 +17,41 @@ type Params struct {
 	TopP          float64 // 1: off
 	MinP          float64 // 0: off
 	RepeatPenalty float64 // 1: off
-	RepeatLastN   int     // how many recent tokens the penalty looks at
+	RepeatLastN   int     // how many recent tokens the penalty looks at; 0: none, -1: all
 	Seed          uint64
+}
+
+// ParamError names a setting by its llama.cpp server field (top_p, ...)
+// and says what it must be.
+type ParamError struct {
+	Name  string
+	Value float64
+	Want  string
+}
+
+func (e *ParamError) Error() string { return fmt.Sprintf("%s %v: %s", e.Name, e.Value, e.Want) }
+
+// Check refuses settings that have no meaning, rather than have Sample
+// quietly read them as something else. The server and the CLI share it.
+func (p Params) Check() error {
+	for _, c := range []struct {
+		name string
+		v    float64
+		ok   bool
+		want string
+	}{
+		{"temperature", p.Temp, p.Temp >= 0 && !math.IsInf(p.Temp, 0), "want 0 (greedy) or more"},
+		{"top_k", float64(p.TopK), p.TopK >= 0, "want 0 (off) or more"},
+		{"top_p", p.TopP, p.TopP > 0 && p.TopP <= 1, "want a probability in (0, 1], 1 being off"},
+		{"min_p", p.MinP, p.MinP >= 0 && p.MinP <= 1, "want a probability in [0, 1], 0 being off"},
+		{"repeat_penalty", p.RepeatPenalty, p.RepeatPenalty > 0 && !math.IsInf(p.RepeatPenalty, 0), "want a positive factor, 1 being off"},
+		{"repeat_last_n", float64(p.RepeatLastN), p.RepeatLastN >= -1, "want a count of tokens, 0 for none or -1 for all"},
+	} {
+		if !c.ok {
+			return &ParamError{c.name, c.v, c.want}
+		}
+	}
+	return nil
 }
 
 // Defaults are llama.cpp's defaults.
@@ -45,6 +79,9 @@ func New(p Params) *Sampler {
 
 // Accept records a token (prompt or generated) for the repeat penalty.
 func (s *Sampler) Accept(id int) {
+	if s.p.RepeatLastN == 0 {
+		return
+	}
 	s.recent = append(s.recent, id)
 	if n := s.p.RepeatLastN; n > 0 && len(s.recent) > n {
 		s.recent = s.recent[len(s.recent)-n:]

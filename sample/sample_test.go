@@ -91,3 +91,40 @@ func TestTopKMatchesSort(t *testing.T) {
 		require.Equal(t, full[:k], topK(c, k))
 	}
 }
+
+// As llama.cpp and ollama define repeat_last_n: 0 turns the penalty off,
+// -1 makes it see every token so far.
+func TestRepeatLastNOffAndAll(t *testing.T) {
+	off := New(Params{Temp: 0, RepeatPenalty: 1.5, RepeatLastN: 0})
+	off.Accept(1)
+	require.Equal(t, 1, off.Sample(logits))
+	all := New(Params{Temp: 0, RepeatPenalty: 1.5, RepeatLastN: -1})
+	all.Accept(1)
+	for range 1000 {
+		all.Accept(3)
+	}
+	require.Equal(t, 2, all.Sample(logits))
+}
+
+func TestCheck(t *testing.T) {
+	require.NoError(t, Defaults().Check())
+	ok := Params{Temp: 0, TopK: 0, TopP: 1, MinP: 0, RepeatPenalty: 1, RepeatLastN: -1}
+	require.NoError(t, ok.Check())
+	for name, mod := range map[string]func(*Params){
+		"temperature":    func(p *Params) { p.Temp = -0.5 },
+		"top_k":          func(p *Params) { p.TopK = -1 },
+		"top_p":          func(p *Params) { p.TopP = 0 },
+		"min_p":          func(p *Params) { p.MinP = 1.5 },
+		"repeat_penalty": func(p *Params) { p.RepeatPenalty = 0 },
+		"repeat_last_n":  func(p *Params) { p.RepeatLastN = -2 },
+	} {
+		p := ok
+		mod(&p)
+		var pe *ParamError
+		require.ErrorAs(t, p.Check(), &pe, name)
+		require.Equal(t, name, pe.Name)
+	}
+	nan := ok
+	nan.TopP = math.NaN()
+	require.Error(t, nan.Check())
+}

@@ -41,6 +41,8 @@ func TestBadInputs(t *testing.T) {
 		{"negative max_tokens", "/v1/completions", `{"prompt":"a","max_tokens":-5}`, 400, "max_tokens", "invalid_value", "at least 1"},
 		{"temperature out of range", "/v1/completions", `{"prompt":"a","temperature":3}`, 400, "temperature", "invalid_value", "between 0 and 2"},
 		{"top_p zero", "/v1/completions", `{"prompt":"a","top_p":0}`, 400, "top_p", "invalid_value", "top_p"},
+		{"repeat_last_n below -1", "/v1/completions", `{"prompt":"a","repeat_last_n":-2}`, 400, "repeat_last_n", "invalid_value", "0 for none or -1 for all"},
+		{"top_k negative", "/v1/completions", `{"prompt":"a","top_k":-1}`, 400, "top_k", "invalid_value", "top_k -1"},
 		{"n of 2", "/v1/completions", `{"prompt":"a","n":2}`, 400, "n", "invalid_value", "n must be 1"},
 		{"presence penalty", "/v1/completions", `{"prompt":"a","presence_penalty":0.5}`, 400, "presence_penalty", "unsupported_value", "not supported"},
 		{"five stops", "/v1/completions", `{"prompt":"a","stop":["a","b","c","d","e"]}`, 400, "stop", "invalid_value", "at most 4"},
@@ -83,9 +85,13 @@ func TestBadInputs(t *testing.T) {
 	require.Equal(t, 405, resp.StatusCode)
 	require.Contains(t, string(b), `"code":"method_not_allowed"`)
 
-	// Still serving.
+	// Still serving; llama.cpp's repeat_last_n 0 (none) and -1 (all) are valid.
 	code, out := post(t, url+"/v1/completions", `{"prompt":"ROMEO:","max_tokens":4}`)
 	require.Equal(t, 200, code, out)
+	for _, n := range []string{"0", "-1"} {
+		code, out = post(t, url+"/v1/completions", `{"prompt":"ROMEO:","max_tokens":2,"repeat_penalty":1.3,"repeat_last_n":`+n+`}`)
+		require.Equal(t, 200, code, out)
+	}
 }
 
 func TestBadAPIKey(t *testing.T) {

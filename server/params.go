@@ -113,34 +113,23 @@ func (s *Server) sampling(f *samplingFields) (genParams, *apiError) {
 		p.Temp = *f.Temperature
 	}
 	if f.TopP != nil {
-		if *f.TopP <= 0 || *f.TopP > 1 {
-			return g, badRequest("top_p", "invalid_value", "top_p must be in (0, 1]")
-		}
 		p.TopP = *f.TopP
 	}
 	if f.TopK != nil {
-		if *f.TopK < 0 {
-			return g, badRequest("top_k", "invalid_value", "top_k must not be negative")
-		}
 		p.TopK = *f.TopK
 	}
 	if f.MinP != nil {
-		if *f.MinP < 0 || *f.MinP > 1 {
-			return g, badRequest("min_p", "invalid_value", "min_p must be between 0 and 1")
-		}
 		p.MinP = *f.MinP
 	}
 	if f.RepeatPenalty != nil {
-		if *f.RepeatPenalty <= 0 {
-			return g, badRequest("repeat_penalty", "invalid_value", "repeat_penalty must be positive")
-		}
 		p.RepeatPenalty = *f.RepeatPenalty
 	}
 	if f.RepeatLastN != nil {
-		if *f.RepeatLastN < 0 {
-			return g, badRequest("repeat_last_n", "invalid_value", "repeat_last_n must not be negative")
-		}
 		p.RepeatLastN = *f.RepeatLastN
+	}
+	var pe *sample.ParamError
+	if errors.As(p.Check(), &pe) {
+		return g, badRequest(pe.Name, "invalid_value", "%s", pe)
 	}
 	if f.Seed != nil {
 		p.Seed = uint64(*f.Seed)

@@ -287,8 +287,8 @@ func TestBenchRepack(t *testing.T) {
 }
 
 // gen's key/value heads follow --n-head unless given; run refuses a
-// negative count other than -n -1 or -2 (llama.cpp's) and a negative
-// context.
+// negative count other than -n -1 or -2 (llama.cpp's), a negative context
+// and sampling settings without a meaning, naming the flag.
 func TestGenAndRunFlags(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "g.gguf")
 	_, stderr, code := pinfer(t, "gen", "--n-embd", "128", "--n-ff", "256", "--n-layer", "1", "--n-head", "4", "--vocab", "512", "-o", path)
@@ -299,8 +299,16 @@ func TestGenAndRunFlags(t *testing.T) {
 	_, stderr, code = pinfer(t, "run", "-m", path, "--prompt-ids", "1,2,3", "-n", "-2", "-c", "8", "--temp", "0")
 	require.Zero(t, code, stderr)
 	for args, want := range map[string]string{
-		"-n -5": "-n -5: want a count, or -1 (or -2)",
-		"-c -4": "-c -4: want a context size, or 0",
+		"-n -5":              "-n -5: want a count, or -1 (or -2)",
+		"-c -4":              "-c -4: want a context size, or 0",
+		"--top-p 2":          "--top-p 2: want a probability in (0, 1]",
+		"--min-p -0.1":       "--min-p -0.1: want a probability in [0, 1]",
+		"--temp -1":          "--temp -1: want 0 (greedy) or more",
+		"--repeat-penalty 0": "--repeat-penalty 0: want a positive factor",
+		"--repeat-last-n -4": "--repeat-last-n -4: want a count of tokens, 0 for none or -1 for all",
+		"--top-k -3":         "--top-k -3: want 0 (off) or more",
+		"--top-logits -1":    "--top-logits -1: want a count",
+		"--prompt-ids 1,,2":  `--prompt-ids "1,,2": an empty item between commas`,
 	} {
 		_, stderr, code := pinfer(t, append([]string{"run", "-p", "hi"}, strings.Fields(args)...)...)
 		require.NotZero(t, code, args)

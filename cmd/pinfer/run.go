@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -123,6 +124,17 @@ func runCmd() *cobra.Command {
 			if nctx < 0 {
 				return fmt.Errorf("-c %d: want a context size, or 0 for the model's", nctx)
 			}
+			if topLogits < 0 {
+				return fmt.Errorf("--top-logits %d: want a count, or 0 for none", topLogits)
+			}
+			var pe *sample.ParamError
+			if errors.As(sp.Check(), &pe) {
+				flag := map[string]string{"temperature": "temp"}[pe.Name]
+				if flag == "" {
+					flag = strings.ReplaceAll(pe.Name, "_", "-")
+				}
+				return fmt.Errorf("--%s %v: %s", flag, pe.Value, pe.Want)
+			}
 			if file != "" {
 				b, err := os.ReadFile(file)
 				if err != nil {
@@ -131,12 +143,20 @@ func runCmd() *cobra.Command {
 				prompt = string(b)
 			}
 			var ids []int
-			for _, f := range strings.FieldsFunc(promptIDs, func(r rune) bool { return r == ',' || r == ' ' }) {
-				id, err := strconv.Atoi(f)
-				if err != nil {
-					return fmt.Errorf("--prompt-ids: %q is not a token id", f)
+			if strings.TrimSpace(promptIDs) != "" {
+				// Commas or spaces between ids; an empty item ("1,,2") is a typo, not a skip.
+				for _, part := range strings.Split(promptIDs, ",") {
+					if strings.TrimSpace(part) == "" {
+						return fmt.Errorf("--prompt-ids %q: an empty item between commas", promptIDs)
+					}
+					for _, f := range strings.Fields(part) {
+						id, err := strconv.Atoi(f)
+						if err != nil {
+							return fmt.Errorf("--prompt-ids: %q is not a token id", f)
+						}
+						ids = append(ids, id)
+					}
 				}
-				ids = append(ids, id)
 			}
 			if !cmd.Flags().Changed("seed") {
 				sp.Seed = rand.Uint64()
@@ -189,7 +209,7 @@ func runCmd() *cobra.Command {
 	fl.Float64Var(&sp.TopP, "top-p", sp.TopP, "top-p sampling (1: off)")
 	fl.Float64Var(&sp.MinP, "min-p", sp.MinP, "min-p sampling (0: off)")
 	fl.Float64Var(&sp.RepeatPenalty, "repeat-penalty", sp.RepeatPenalty, "penalty for repeated tokens (1: off)")
-	fl.IntVar(&sp.RepeatLastN, "repeat-last-n", sp.RepeatLastN, "how many recent tokens the repeat penalty sees")
+	fl.IntVar(&sp.RepeatLastN, "repeat-last-n", sp.RepeatLastN, "how many recent tokens the repeat penalty sees (0: none, -1: all)")
 	fl.BoolVar(&asJSON, "json", false, "print one JSON object instead of text")
 	fl.IntVar(&topLogits, "top-logits", 0, "with --json: the K largest logits at the last prompt position")
 	return c
