@@ -51,15 +51,25 @@ type Options struct {
 // Check validates the options.
 func (o *Options) Check() error {
 	s := o.Shape
+	// Named by gen's flags; the vocabulary holds the 256 byte tokens and 4 more.
+	for _, f := range []struct {
+		flag     string
+		v, least int
+		of32     bool // q8_0 and q4_0 rows are blocks of 32
+	}{{"--n-embd", s.NEmbd, 32, true}, {"--n-ff", s.NFF, 32, true}, {"--n-layer", s.NLayer, 1, false}, {"--n-head", s.NHead, 1, false},
+		{"--n-kv-head", s.NKVHead, 1, false}, {"--vocab", s.Vocab, 260, false}, {"--rank", s.Rank, 32, true}} {
+		if f.v < f.least {
+			return fmt.Errorf("%s %d: want at least %d", f.flag, f.v, f.least)
+		}
+		if f.of32 && f.v%32 != 0 {
+			return fmt.Errorf("%s %d: want a multiple of 32", f.flag, f.v)
+		}
+	}
 	switch {
-	case s.NEmbd <= 0 || s.NFF <= 0 || s.NLayer <= 0 || s.NHead <= 0 || s.NKVHead <= 0 || s.Vocab < 260:
-		return fmt.Errorf("sizes must be positive and the vocabulary at least 260: %+v", s)
 	case s.NEmbd%s.NHead != 0 || s.NHead%s.NKVHead != 0:
 		return fmt.Errorf("n_embd %d must divide into n_head %d heads, and n_head into n_kv_head %d groups", s.NEmbd, s.NHead, s.NKVHead)
 	case (s.NEmbd/s.NHead)%2 != 0:
 		return fmt.Errorf("the head size %d must be even for RoPE", s.NEmbd/s.NHead)
-	case s.NEmbd%32 != 0 || s.NFF%32 != 0 || s.Rank%32 != 0 || s.Rank <= 0:
-		return fmt.Errorf("n_embd, n_ff and the predictor rank must be multiples of 32")
 	case o.Active <= 0 || o.Active > 1:
 		return fmt.Errorf("--active %v must be in (0, 1]", o.Active)
 	case o.Type != ops.F16 && o.Type != ops.Q8_0 && o.Type != ops.Q4_0 && o.Type != ops.F32:

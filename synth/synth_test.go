@@ -67,3 +67,20 @@ func hashFile(t *testing.T, p string) [32]byte {
 	require.NoError(t, err)
 	return sha256.Sum256(b)
 }
+
+// A shape gen cannot write is refused by the flag that set it.
+func TestCheckNamesTheFlag(t *testing.T) {
+	for want, mod := range map[string]func(*Shape){
+		"--n-embd 0: want at least 32":      func(s *Shape) { s.NEmbd = 0 },
+		"--n-ff 500: want a multiple of 32": func(s *Shape) { s.NFF = 500 },
+		"--n-layer -1: want at least 1":     func(s *Shape) { s.NLayer = -1 },
+		"--vocab 100: want at least 260":    func(s *Shape) { s.Vocab = 100 },
+		"--rank 0: want at least 32":        func(s *Shape) { s.Rank = 0 },
+		"--n-kv-head 0: want at least 1":    func(s *Shape) { s.NKVHead = 0 },
+	} {
+		o := Options{Shape: small, Active: 0.1, Type: ops.Q4_0}
+		require.NoError(t, o.Check())
+		mod(&o.Shape)
+		require.EqualError(t, o.Check(), want)
+	}
+}
