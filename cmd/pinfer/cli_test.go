@@ -288,7 +288,8 @@ func TestBenchRepack(t *testing.T) {
 
 // gen's key/value heads follow --n-head unless given; run refuses a
 // negative count other than -n -1 or -2 (llama.cpp's), a negative context
-// and sampling settings without a meaning, naming the flag.
+// and sampling settings without a meaning, naming the flag; serve refuses
+// the same lengths and slots or a grace period below their ranges.
 func TestGenAndRunFlags(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "g.gguf")
 	_, stderr, code := pinfer(t, "gen", "--n-embd", "128", "--n-ff", "256", "--n-layer", "1", "--n-head", "4", "--vocab", "512", "-o", path)
@@ -311,6 +312,18 @@ func TestGenAndRunFlags(t *testing.T) {
 		"--prompt-ids 1,,2":  `--prompt-ids "1,,2": an empty item between commas`,
 	} {
 		_, stderr, code := pinfer(t, append([]string{"run", "-p", "hi"}, strings.Fields(args)...)...)
+		require.NotZero(t, code, args)
+		require.Contains(t, stderr, want, args)
+	}
+	// serve refuses them before it loads the model or listens.
+	for args, want := range map[string]string{
+		"-c -3":                  "-c -3: want a context size, or 0",
+		"-n -5":                  "-n -5: want a count",
+		"-n 0":                   "-n 0: want a count of at least 1",
+		"--parallel 0":           "--parallel 0: want at least 1 slot",
+		"--shutdown-timeout -1s": "--shutdown-timeout -1s: want 0 or more",
+	} {
+		_, stderr, code := pinfer(t, append([]string{"serve", "--port", "0"}, strings.Fields(args)...)...)
 		require.NotZero(t, code, args)
 		require.Contains(t, stderr, want, args)
 	}

@@ -104,6 +104,19 @@ func (f *modelFlags) loadPredicted() (*engine.Model, predictors.Predictor, error
 	return m, p, nil
 }
 
+// checkLengths checks -n and -c, which run and serve share. -2 is
+// llama.cpp's "until the context is full", where the end of text also
+// stops: the same as -1 here.
+func checkLengths(n, nctx int) error {
+	if n < -2 {
+		return fmt.Errorf("-n %d: want a count, or -1 (or -2) for until the end of text or a full context", n)
+	}
+	if nctx < 0 {
+		return fmt.Errorf("-c %d: want a context size, or 0 for the model's", nctx)
+	}
+	return nil
+}
+
 func runCmd() *cobra.Command {
 	var mf modelFlags
 	var g gpuFlags
@@ -116,13 +129,8 @@ func runCmd() *cobra.Command {
 		Short: "Generate text from a prompt",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			// -2 is llama.cpp's "until the context is full", which the end
-			// of text also stops there: the same as -1 here.
-			if n < -2 {
-				return fmt.Errorf("-n %d: want a count, or -1 (or -2) for until the end of text or a full context", n)
-			}
-			if nctx < 0 {
-				return fmt.Errorf("-c %d: want a context size, or 0 for the model's", nctx)
+			if err := checkLengths(n, nctx); err != nil {
+				return err
 			}
 			if topLogits < 0 {
 				return fmt.Errorf("--top-logits %d: want a count, or 0 for none", topLogits)

@@ -31,6 +31,18 @@ func serveCmd() *cobra.Command {
 		Short: "Serve the model over OpenAI's HTTP API (chat, completions, streaming)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkLengths(cfg.DefaultMaxTokens, cfg.Ctx); err != nil {
+				return err
+			}
+			if cfg.DefaultMaxTokens == 0 {
+				return errors.New("-n 0: want a count of at least 1, or -1 for until the context is full")
+			}
+			if cfg.Slots < 1 {
+				return fmt.Errorf("--parallel %d: want at least 1 slot", cfg.Slots)
+			}
+			if grace < 0 {
+				return fmt.Errorf("--shutdown-timeout %v: want 0 or more", grace)
+			}
 			m, pred, err := mf.loadPredicted()
 			if err != nil {
 				return err
