@@ -179,6 +179,9 @@ func TestBadInput(t *testing.T) {
 		{"bad KV cache type", []string{"run", "-m", fixtures.Path(t, "stories260K", "stories260K.gguf"), "--kv-type", "q4_0"}, []string{"--kv-type", "q4_0"}},
 		{"bad convert type", []string{"convert", gpt2, "-o", filepath.Join(dir, "x.gguf"), "--type", "q3"}, []string{"--type", "q3"}},
 		{"short perplexity text", []string{"perplexity", "-m", fixtures.Path(t, "stories260K", "stories260K.gguf"), "-f", short, "-c", "64"}, []string{"short.txt", "at least 128"}},
+		{"negative profile window", []string{"profile", "-f", short, "-o", filepath.Join(dir, "p.json"), "-c", "-4"}, []string{"-c -4", "window size"}},
+		{"negative profile tokens", []string{"profile", "-f", short, "-o", filepath.Join(dir, "p.json"), "--max-tokens", "-5"}, []string{"--max-tokens -5"}},
+		{"negative sparse cost", []string{"place", "-m", unknownType, "--stats", short, "--vram-budget", "1", "--sparse-cost", "-2"}, []string{"--sparse-cost -2", "positive"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

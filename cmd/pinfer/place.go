@@ -24,6 +24,9 @@ func placeCmd() *cobra.Command {
 			if budgetGiB < 0 || math.IsNaN(budgetGiB) || math.IsInf(budgetGiB, 0) {
 				return fmt.Errorf("place: --vram-budget %g: want a size in GiB, 0 or more", budgetGiB)
 			}
+			if !(sparseCost > 0) || math.IsInf(sparseCost, 0) {
+				return fmt.Errorf("place: --sparse-cost %g: want a positive ratio", sparseCost)
+			}
 			if out == "" {
 				out = model + ".generated.gpuidx"
 			}

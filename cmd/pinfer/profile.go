@@ -25,6 +25,12 @@ func profileCmd() *cobra.Command {
 			if file == "" || out == "" {
 				return fmt.Errorf("profile: -f TEXT and -o STATS are required")
 			}
+			if opt.Ctx < 0 {
+				return fmt.Errorf("profile: -c %d: want a window size, or 0 for the model's", opt.Ctx)
+			}
+			if opt.MaxTokens < 0 {
+				return fmt.Errorf("profile: --max-tokens %d: want a count, or 0 for the whole text", opt.MaxTokens)
+			}
 			run, err := mf.openText(file)
 			if err != nil {
 				return err
