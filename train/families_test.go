@@ -208,3 +208,27 @@ func TestFitTooFewSamples(t *testing.T) {
 	_, _, err = Fit([]*Data{d}, Options{})
 	require.ErrorContains(t, err, "layer 3: 5 samples are too few to fit inputs of 8 and hold some out")
 }
+
+// Settings outside their ranges are refused by flag before any work: a
+// hold-out share of 1.5 used to slice past the samples' end and panic.
+func TestOptionsCheck(t *testing.T) {
+	const in, nff, n = 8, 4, 5
+	gate, err := ops.NewMatrix(ops.F32, nff, in, make([]byte, 4*nff*in))
+	require.NoError(t, err)
+	l := &predictors.Layer{Index: 1, NEmbd: in, NFF: nff, Gate: gate, Act: "relu"}
+	d := &Data{Layer: l, N: n, Off: make([]int, n+1), X: make([]float32, n*in), Normed: make([]float32, n*in), Y: make([]uint64, n)}
+	for want, o := range map[string]Options{
+		"--holdout 1.5: want a share in (0, 1)": {Holdout: 1.5},
+		"--holdout -0.1":                        {Holdout: -0.1},
+		"--recall 1.5: want a share in (0, 1]":  {Recall: 1.5},
+		"--kept 2":                              {Kept: 2},
+		"--epochs -1":                           {Epochs: -1},
+		"--rank 3: want an even number of at least 4, or 0 for each layer's own": {Rank: 3},
+	} {
+		_, _, err := Fit([]*Data{d}, o)
+		require.ErrorContains(t, err, want)
+	}
+	require.NoError(t, (&Options{Rank: 4, Holdout: 0.5}).Check())
+	require.ErrorContains(t, (&Config{Ctx: -1}).Check(), "-c -1")
+	require.ErrorContains(t, (&Config{MaxTokens: -2}).Check(), "--max-tokens -2")
+}

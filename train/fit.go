@@ -25,6 +25,31 @@ type Options struct {
 	Started  func(total int) // called once, before training, with the steps to come
 }
 
+// Check refuses settings outside their ranges, named by the flags of
+// "pinfer predictor train"; zero values stand for the defaults.
+func (o *Options) Check() error {
+	for _, c := range []struct {
+		flag string
+		v    float64
+		ok   bool
+		want string
+	}{
+		// Two fc1 rows per linear direction, and two scale units.
+		{"--rank", float64(o.Rank), o.Rank == 0 || o.Rank >= 4 && o.Rank%2 == 0, "want an even number of at least 4, or 0 for each layer's own"},
+		{"--epochs", float64(o.Epochs), o.Epochs >= 0, "want 0 or more passes"},
+		{"--recall", o.Recall, o.Recall >= 0 && o.Recall <= 1, "want a share in (0, 1]"},
+		{"--kept", o.Kept, o.Kept >= 0 && o.Kept <= 1, "want a share in (0, 1]"},
+		{"--holdout", o.Holdout, o.Holdout >= 0 && o.Holdout < 1, "want a share in (0, 1)"},
+		{"batch", float64(o.Batch), o.Batch >= 0, "want 0 or more samples"},
+		{"learning rate", o.LR, o.LR >= 0 && !math.IsInf(o.LR, 0), "want a positive step"},
+	} {
+		if !c.ok {
+			return fmt.Errorf("%s %v: %s", c.flag, c.v, c.want)
+		}
+	}
+	return nil
+}
+
 func (o *Options) defaults() {
 	if o.Recall == 0 {
 		o.Recall = 0.99
@@ -92,6 +117,9 @@ type Report struct {
 // layer's samples; then it places every layer's cut, all together, on the
 // rest (allocate).
 func Fit(data []*Data, o Options) ([]*Net, []Report, error) {
+	if err := o.Check(); err != nil {
+		return nil, nil, err
+	}
 	o.defaults()
 	var nets []*Net
 	var curves []*curve
@@ -116,9 +144,6 @@ func Fit(data []*Data, o Options) ([]*Net, []Report, error) {
 		rank := o.Rank
 		if rank == 0 {
 			rank = RankFor(d.Layer.NEmbd, active)
-		}
-		if rank < 4 || rank%2 != 0 {
-			return nil, nil, fmt.Errorf("%s: rank %d: want an even number of at least 4 (2 directions per linear rank, and 2 scale units)", d.name(), rank)
 		}
 		net, err := linearStart(trn, (rank-2)/2, o.Pool)
 		if err != nil {

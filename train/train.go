@@ -15,9 +15,24 @@ type Config struct {
 	Collected func(done, total int)
 }
 
+// Check refuses a window or token count below 0 and the Options' own
+// faults, before any tokens are run.
+func (c *Config) Check() error {
+	if c.Ctx < 0 {
+		return fmt.Errorf("-c %d: want a window size, or 0 for 512", c.Ctx)
+	}
+	if c.MaxTokens < 0 {
+		return fmt.Errorf("--max-tokens %d: want a count, or 0 for the whole text", c.MaxTokens)
+	}
+	return c.Options.Check()
+}
+
 // Train collects m's hidden states over tokens, fits every layer's
 // predictor and writes m's file with them to out.
 func Train(m *engine.Model, tokens []int, out string, c Config) ([]Report, error) {
+	if err := c.Check(); err != nil {
+		return nil, err
+	}
 	if c.MaxTokens > 0 && len(tokens) > c.MaxTokens {
 		tokens = tokens[:c.MaxTokens]
 	}

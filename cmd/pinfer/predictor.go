@@ -31,6 +31,9 @@ func predictorTrainCmd() *cobra.Command {
 			if file == "" || out == "" {
 				return fmt.Errorf("predictor train: -f TEXT and -o OUT.gguf are required")
 			}
+			if err := cfg.Check(); err != nil {
+				return fmt.Errorf("predictor train: %v", err)
+			}
 			run, err := mf.openText(file)
 			if err != nil {
 				return err
