@@ -181,6 +181,8 @@ func TestBadInput(t *testing.T) {
 		{"short perplexity text", []string{"perplexity", "-m", fixtures.Path(t, "stories260K", "stories260K.gguf"), "-f", short, "-c", "64"}, []string{"short.txt", "at least 128"}},
 		{"negative profile window", []string{"profile", "-f", short, "-o", filepath.Join(dir, "p.json"), "-c", "-4"}, []string{"-c -4", "window size"}},
 		{"negative profile tokens", []string{"profile", "-f", short, "-o", filepath.Join(dir, "p.json"), "--max-tokens", "-5"}, []string{"--max-tokens -5"}},
+		{"negative eval tokens", []string{"predictor", "eval", "-f", short, "--max-tokens", "-3"}, []string{"--max-tokens -3"}},
+		{"hold-out share past 1", []string{"predictor", "train", "-f", short, "-o", filepath.Join(dir, "t.gguf"), "--holdout", "1.5"}, []string{"--holdout 1.5", "(0, 1)"}},
 		{"negative sparse cost", []string{"place", "-m", unknownType, "--stats", short, "--vram-budget", "1", "--sparse-cost", "-2"}, []string{"--sparse-cost -2", "positive"}},
 	}
 	for _, c := range cases {

@@ -101,6 +101,9 @@ func predictorEvalCmd() *cobra.Command {
 			if file == "" {
 				return fmt.Errorf("predictor eval: -f TEXT is required")
 			}
+			if maxTokens < 0 {
+				return fmt.Errorf("predictor eval: --max-tokens %d: want a count, or 0 for the whole text", maxTokens)
+			}
 			run, err := mf.openText(file)
 			if err != nil {
 				return err
