@@ -1,0 +1,103 @@
+package engine
+
+import (
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/pinfer/pinfer/gguf"
+	"github.com/pinfer/pinfer/internal/fixtures"
+	"github.com/pinfer/pinfer/sample"
+)
+
+// FuzzLoadMetadata: llama.cpp's stories260K with one metadata value
+// changed (to another value of its type, to an int32 or to a string)
+// either fails to load with one line, or loads and decodes a few tokens
+// that lie in its vocabulary: the graph binds every size it takes from the
+// file against the tensors before it runs.
+func FuzzLoadMetadata(f *testing.F) {
+	src, err := gguf.Open(fixtures.Path(f, "stories260K", "stories260K.gguf"))
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Cleanup(func() { src.Close() })
+	for i := range src.KVs {
+		f.Add(uint8(i), uint8(0), int64(0), 0.0, "")
+		f.Add(uint8(i), uint8(0), int64(1), 1.0, "x")
+	}
+	f.Add(uint8(15), uint8(0), int64(1), 0.0, "")      // head_count_kv 1
+	f.Add(uint8(17), uint8(0), int64(4), 0.0, "")      // rope.dimension_count 4
+	f.Add(uint8(14), uint8(0), int64(16), 0.0, "")     // head_count 16
+	f.Add(uint8(11), uint8(0), int64(1), 0.0, "")      // context_length 1
+	f.Add(uint8(4), uint8(2), int64(0), 0.0, "falcon") // architecture
+	f.Add(uint8(8), uint8(0), int64(1<<31), 0.0, "")   // eos far out
+	f.Add(uint8(18), uint8(0), int64(0), 1e30, "")     // eps
+	dir := f.TempDir()
+	path := filepath.Join(dir, "m.gguf")
+	f.Fuzz(func(t *testing.T, which, kind uint8, i int64, x float64, s string) {
+		kv := src.KVs[int(which)%len(src.KVs)]
+		var v any
+		switch kind % 3 {
+		case 0:
+			switch kv.Value.V.(type) {
+			case uint32:
+				v = uint32(i)
+			case float32:
+				v = float32(x)
+			case string:
+				v = s
+			default:
+				v = []int32{int32(i)}
+			}
+		case 1:
+			v = int32(i)
+		default:
+			v = s
+		}
+		w := gguf.NewWriter()
+		for _, o := range src.KVs {
+			val := any(o.Value)
+			if o.Key == kv.Key {
+				val = v
+			}
+			if err := w.Set(o.Key, val); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for j := range src.Tensors {
+			ti := &src.Tensors[j]
+			data := src.Data(ti)
+			if err := w.AddTensor(ti.Name, ti.Type, ti.Dims, func(o io.Writer) error { _, err := o.Write(data); return err }); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := w.WriteFile(path, nil); err != nil {
+			t.Fatal(err)
+		}
+		defer os.Remove(path)
+		m, err := Load(path, "")
+		if err != nil {
+			if msg := err.Error(); strings.ContainsAny(msg, "\n\r") {
+				t.Fatalf("%s = %v: error of more than one line: %q", kv.Key, v, msg)
+			}
+			return
+		}
+		defer m.Close()
+		p := sample.Defaults()
+		p.Temp = 0
+		res, err := m.Generate(Options{PromptIDs: []int{1, 2}, N: 3, Ctx: 8, Threads: 1, Sample: p})
+		if err != nil {
+			if msg := err.Error(); strings.ContainsAny(msg, "\n\r") {
+				t.Fatalf("%s = %v: error of more than one line: %q", kv.Key, v, msg)
+			}
+			return
+		}
+		for _, id := range res.Tokens {
+			if id < 0 || id >= m.Prog.Vocab {
+				t.Fatalf("%s = %v: token %d outside the vocabulary", kv.Key, v, id)
+			}
+		}
+	})
+}
