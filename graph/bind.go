@@ -508,7 +508,11 @@ func asInt(v any) (int64, error) {
 			return int64(x), nil
 		}
 	}
-	return 0, fmt.Errorf("want an integer, got %v", v)
+	if x, ok := v.(float64); ok {
+		return 0, fmt.Errorf("want an integer, got %v", x)
+	}
+	// A string from the file may hold anything, newlines included.
+	return 0, fmt.Errorf("want an integer, got %s", describe(v))
 }
 
 func (b *binder) bindWeights(fn flatNode, op *ops.Op, n *Node) error {
