@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -77,27 +78,35 @@ func FuzzLoadMetadata(f *testing.F) {
 			t.Fatal(err)
 		}
 		defer os.Remove(path)
-		m, err := Load(path, "")
-		if err != nil {
-			if msg := err.Error(); strings.ContainsAny(msg, "\n\r") {
-				t.Fatalf("%s = %v: error of more than one line: %q", kv.Key, v, msg)
-			}
-			return
-		}
-		defer m.Close()
-		p := sample.Defaults()
-		p.Temp = 0
-		res, err := m.Generate(Options{PromptIDs: []int{1, 2}, N: 3, Ctx: 8, Threads: 1, Sample: p})
-		if err != nil {
-			if msg := err.Error(); strings.ContainsAny(msg, "\n\r") {
-				t.Fatalf("%s = %v: error of more than one line: %q", kv.Key, v, msg)
-			}
-			return
-		}
-		for _, id := range res.Tokens {
-			if id < 0 || id >= m.Prog.Vocab {
-				t.Fatalf("%s = %v: token %d outside the vocabulary", kv.Key, v, id)
-			}
-		}
+		loadAndDecode(t, path, "", fmt.Sprintf("%s = %v: ", kv.Key, v))
 	})
+}
+
+// loadAndDecode loads model (with graph, if given) and decodes a few
+// tokens greedily: each step either fails with one line or, at the end,
+// gives tokens inside the vocabulary. what prefixes the failure.
+func loadAndDecode(t *testing.T, model, graph, what string) {
+	oneLine := func(err error) {
+		if msg := err.Error(); strings.ContainsAny(msg, "\n\r") {
+			t.Fatalf("%serror of more than one line: %q", what, msg)
+		}
+	}
+	m, err := Load(model, graph)
+	if err != nil {
+		oneLine(err)
+		return
+	}
+	defer m.Close()
+	p := sample.Defaults()
+	p.Temp = 0
+	res, err := m.Generate(Options{PromptIDs: []int{1, 2}, N: 3, Ctx: 8, Threads: 1, Sample: p})
+	if err != nil {
+		oneLine(err)
+		return
+	}
+	for _, id := range res.Tokens {
+		if id < 0 || id >= m.Prog.Vocab {
+			t.Fatalf("%stoken %d outside the vocabulary of %d", what, id, m.Prog.Vocab)
+		}
+	}
 }

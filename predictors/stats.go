@@ -50,6 +50,9 @@ func NewLayerStats(layer int, counts []int64, tokens int) LayerStats {
 	return ls
 }
 
+// layerKey names a profile's FFN: a layer, and an expert inside it.
+type layerKey struct{ layer, expert int }
+
 // ReadStats reads a profile. A file without "layer" fields (the fixture's)
 // numbers its layers by position.
 func ReadStats(path string) (*Stats, error) {
@@ -72,17 +75,16 @@ func ReadStats(path string) (*Stats, error) {
 	}
 	// Checked here, by the file's own positions, because placement and the
 	// predictors take these numbers as they are.
-	type key struct{ layer, expert int }
-	seen := map[key]bool{}
+	seen := map[layerKey]bool{}
 	for i, l := range s.Layers {
 		if l.Layer < 0 || l.Expert < 0 {
 			return nil, fmt.Errorf("%s: layers[%d]: layer %d expert %d, want numbers >= 0", path, i, l.Layer, l.Expert)
 		}
-		if k := (key{l.Layer, l.Expert}); seen[k] {
+		k := layerKey{l.Layer, l.Expert}
+		if seen[k] {
 			return nil, fmt.Errorf("%s: layers[%d]: layer %d expert %d appears twice", path, i, l.Layer, l.Expert)
-		} else {
-			seen[k] = true
 		}
+		seen[k] = true
 		for j, f := range l.Frequency {
 			if !(f >= 0 && f <= 1) {
 				return nil, fmt.Errorf("%s: layers[%d].frequency[%d]: %v, want a fraction in [0, 1]", path, i, j, f)
@@ -105,13 +107,12 @@ func WriteStats(path string, s *Stats) error {
 
 // Attach gives each layer its profiled rates; the neuron counts must agree.
 func (s *Stats) Attach(path string, layers []*Layer) error {
-	type key struct{ layer, expert int }
-	byIndex := map[key]*LayerStats{}
+	byIndex := map[layerKey]*LayerStats{}
 	for i := range s.Layers {
-		byIndex[key{s.Layers[i].Layer, s.Layers[i].Expert}] = &s.Layers[i]
+		byIndex[layerKey{s.Layers[i].Layer, s.Layers[i].Expert}] = &s.Layers[i]
 	}
 	for _, l := range layers {
-		ls := byIndex[key{l.Index, l.Expert}]
+		ls := byIndex[layerKey{l.Index, l.Expert}]
 		if ls == nil {
 			return fmt.Errorf("%s: layers: no entry for layer %d expert %d", path, l.Index, l.Expert)
 		}

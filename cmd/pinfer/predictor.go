@@ -101,8 +101,8 @@ func predictorEvalCmd() *cobra.Command {
 			if file == "" {
 				return fmt.Errorf("predictor eval: -f TEXT is required")
 			}
-			if maxTokens < 0 {
-				return fmt.Errorf("predictor eval: --max-tokens %d: want a count, or 0 for the whole text", maxTokens)
+			if err := checkMaxTokens("predictor eval", maxTokens); err != nil {
+				return err
 			}
 			run, err := mf.openText(file)
 			if err != nil {

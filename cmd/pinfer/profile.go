@@ -28,8 +28,8 @@ func profileCmd() *cobra.Command {
 			if opt.Ctx < 0 {
 				return fmt.Errorf("profile: -c %d: want a window size, or 0 for the model's", opt.Ctx)
 			}
-			if opt.MaxTokens < 0 {
-				return fmt.Errorf("profile: --max-tokens %d: want a count, or 0 for the whole text", opt.MaxTokens)
+			if err := checkMaxTokens("profile", opt.MaxTokens); err != nil {
+				return err
 			}
 			run, err := mf.openText(file)
 			if err != nil {
@@ -86,4 +86,13 @@ func tokenBar(what string) func(done, total int) {
 		}
 		bar.Set(min(done, total))
 	}
+}
+
+// checkMaxTokens checks --max-tokens, which profile and predictor eval share
+// (predictor train's is train.Config's).
+func checkMaxTokens(cmd string, n int) error {
+	if n < 0 {
+		return fmt.Errorf("%s: --max-tokens %d: want a count, or 0 for the whole text", cmd, n)
+	}
+	return nil
 }
