@@ -16,16 +16,19 @@ import (
 	"github.com/pinfer/pinfer/predictors"
 )
 
-// Options of one bench run.
+// Options of one bench run. As llama-bench takes lists for -p, -n, -d and
+// -t, every test runs at every depth and thread count: Prompts are the
+// prefill tests and Gens the decode tests (a 0 is no test).
 type Options struct {
-	Prompt int // tokens of the prefill test (0: skip)
-	Gen    int // tokens of the decode test (0: skip)
-	// Depth is how many tokens the context holds before each test starts,
-	// prefilled untimed (llama-bench's -d): decode at depth reads that many
-	// positions' keys and values per token besides the weights.
-	Depth   int
-	Reps    int // repetitions of each test
-	Threads int
+	Prompts []int // tokens of each prefill test
+	Gens    []int // tokens of each decode test
+	// Depths are how many tokens the context holds before each test
+	// starts, prefilled untimed (llama-bench's -d): decode at depth reads
+	// that many positions' keys and values per token besides the weights.
+	// None: 0.
+	Depths  []int
+	Reps    int      // repetitions of each test
+	Threads []int    // CPU threads of each pass over the tests; none: all
 	Modes   []string // "dense", "sparse", "split", "hybrid", or a predictor name
 	// Device puts a mode's weights on the GPU before it is measured and
 	// takes them off after (release); it says what it placed. split (the
@@ -39,6 +42,9 @@ type Result struct {
 	Mode          string    `json:"mode"`
 	Predictor     string    `json:"predictor"`
 	Test          string    `json:"test"` // pp64, tg16, tg16 @ d512
+	Threads       int       `json:"n_threads"`
+	Prompt        int       `json:"n_prompt"`
+	Gen           int       `json:"n_gen"`
 	Depth         int       `json:"n_depth"`
 	TokensPerSec  []float64 `json:"samples_ts"`
 	Mean          float64   `json:"avg_ts"`
@@ -56,31 +62,44 @@ type Result struct {
 	Placed     string  `json:"gpu,omitempty"`             // what the mode put on the GPU
 }
 
-// Report is the whole run.
+// Report is the whole run: what is common to its lines, then the lines.
 type Report struct {
-	Model      string  `json:"model"`
-	SizeBytes  int64   `json:"size_bytes"`
-	Params     int64   `json:"params"`
-	Backend    string  `json:"backend"`
-	Repacked   int64   `json:"repacked_bytes"` // q4_0 weights repacked at load (ops.PackAll)
-	KVType     string  `json:"kv_type"`        // the attention cache's element type: f32 or f16
-	Threads    int     `json:"threads"`
-	StreamGBps float64 `json:"stream_gb_per_s"` // median of the decode tests' stream figures
+	Head
+	StreamGBps float64  `json:"stream_gb_per_s"` // median of the decode tests' stream figures at the most threads
+	Results    []Result `json:"results"`
+}
+
+// Head is the model and host that every line of a report shares.
+type Head struct {
+	Model     string `json:"model"`
+	SizeBytes int64  `json:"size_bytes"`
+	Params    int64  `json:"params"`
+	Backend   string `json:"backend"`
+	Repacked  int64  `json:"repacked_bytes"` // q4_0 weights repacked at load (ops.PackAll)
+	KVType    string `json:"kv_type"`        // the attention cache's element type: f32 or f16
 	// HugePages is the part of the model file's resident bytes in 2 MB
 	// pages after the run (-1: the kernel does not say): with small pages
 	// every token's reads walk the page tables far more often.
-	HugePages float64  `json:"huge_page_share"`
-	Results   []Result `json:"results"`
+	HugePages float64 `json:"huge_page_share"`
 }
 
-// Check refuses negative token counts and fewer than one repetition (Run
-// first makes a zero Reps its default).
+// Check refuses negative token counts, fewer than one thread, and fewer
+// than one repetition (Run first makes a zero Reps its default), naming the
+// flag of llama-bench's that sets each.
 func (o *Options) Check() error {
 	if o.Reps < 1 {
 		return fmt.Errorf("bench: -r %d: want at least 1 repetition", o.Reps)
 	}
-	if o.Depth < 0 || o.Prompt < 0 || o.Gen < 0 {
-		return fmt.Errorf("bench: -p %d, -n %d, -d %d: want none below 0", o.Prompt, o.Gen, o.Depth)
+	for _, l := range []struct {
+		flag string
+		v    []int
+		min  int
+	}{{"-p", o.Prompts, 0}, {"-n", o.Gens, 0}, {"-d", o.Depths, 0}, {"-t", o.Threads, 1}} {
+		for _, v := range l.v {
+			if v < l.min {
+				return fmt.Errorf("bench: %s %d: want at least %d", l.flag, v, l.min)
+			}
+		}
 	}
 	return nil
 }
@@ -93,18 +112,43 @@ func Run(m *engine.Model, o Options) (*Report, error) {
 	if err := o.Check(); err != nil {
 		return nil, err
 	}
-	pool := ops.NewPool(o.Threads)
-	defer pool.Close()
-	rep := &Report{Model: m.File.Path, Backend: ops.Backend(), KVType: m.KVType.String(), Threads: pool.Threads()}
+	threads, depths := o.Threads, o.Depths
+	if len(threads) == 0 {
+		threads = []int{0} // ops.NewPool's default: every CPU
+	}
+	if len(depths) == 0 {
+		depths = []int{0}
+	}
+	rep := &Report{Head: Head{Model: m.File.Path, Backend: ops.Backend(), KVType: m.KVType.String()}}
 	for _, t := range m.File.Tensors {
 		rep.SizeBytes += int64(t.Size)
 		rep.Params += int64(t.Elems())
 	}
-	st, err := newStreamer(pool)
+	st, err := newStreamer()
 	if err != nil {
 		return nil, err
 	}
 	defer st.close()
+	// every runs the tests at each thread count and depth for runs.
+	every := func(runs []modeRun) ([][]Result, error) {
+		out := make([][]Result, len(runs))
+		for _, n := range threads {
+			pool := ops.NewPool(n)
+			st.pool = pool
+			for _, d := range depths {
+				rs, err := measureModes(m, pool, st, runs, tests(o, d), o.Reps)
+				if err != nil {
+					pool.Close()
+					return nil, err
+				}
+				for i := range rs {
+					out[i] = append(out[i], rs[i]...)
+				}
+			}
+			pool.Close()
+		}
+		return out, nil
+	}
 	// Modes that run on the CPU alone are measured together, a repetition
 	// of each in turn, so that the host's drift over the run (its streaming
 	// read moves by half within minutes) touches them alike. A GPU mode
@@ -127,7 +171,7 @@ func Run(m *engine.Model, o Options) (*Report, error) {
 			return nil, fmt.Errorf("mode %s: %v", mode, err)
 		}
 		m.WaitPacked()
-		rs, err := measureModes(m, pool, st, []modeRun{{mode: mode, placed: placed, pred: pred}}, o)
+		rs, err := every([]modeRun{{mode: mode, placed: placed, pred: pred}})
 		release()
 		if err != nil {
 			return nil, err
@@ -138,7 +182,7 @@ func Run(m *engine.Model, o Options) (*Report, error) {
 	// done before any timing.
 	m.WaitPacked()
 	rep.Repacked = int64(m.Repacked())
-	rs, err := measureModes(m, pool, st, host, o)
+	rs, err := every(host)
 	if err != nil {
 		return nil, err
 	}
@@ -149,13 +193,20 @@ func Run(m *engine.Model, o Options) (*Report, error) {
 		rep.Results = append(rep.Results, r...)
 	}
 	var streams []float64
+	most := 0
 	for _, r := range rep.Results {
-		if r.StreamGBps > 0 {
+		most = max(most, r.Threads)
+	}
+	for _, r := range rep.Results {
+		if r.StreamGBps > 0 && r.Threads == most {
 			streams = append(streams, r.StreamGBps)
 		}
 	}
-	if len(streams) == 0 {
-		streams = append(streams, st.measure(5)) // no decode test: measure once
+	if len(streams) == 0 { // no decode test: measure once
+		pool := ops.NewPool(threads[len(threads)-1])
+		st.pool = pool
+		streams = append(streams, st.measure(5))
+		pool.Close()
 	}
 	rep.StreamGBps = median(streams)
 	rep.HugePages = -1
@@ -163,6 +214,29 @@ func Run(m *engine.Model, o Options) (*Report, error) {
 		rep.HugePages = frac
 	}
 	return rep, nil
+}
+
+// A test is one line's work: a prompt of p tokens (g == 0), or g decode
+// steps after a one-token prompt, at a depth.
+type test struct {
+	p, g, depth int
+	name        string
+}
+
+// tests are the prefill tests, then the decode tests, at depth d.
+func tests(o Options, d int) []test {
+	var ts []test
+	for _, p := range o.Prompts {
+		if p > 0 {
+			ts = append(ts, test{p: p, depth: d, name: fmt.Sprintf("pp%d", p) + at(d)})
+		}
+	}
+	for _, g := range o.Gens {
+		if g > 0 {
+			ts = append(ts, test{p: 1, g: g, depth: d, name: fmt.Sprintf("tg%d", g) + at(d)})
+		}
+	}
+	return ts
 }
 
 // A modeRun is one mode to measure: its predictor, and what it placed on
@@ -195,22 +269,15 @@ func modePredictor(m *engine.Model, mode string, gpu bool) (predictors.Predictor
 	return pred, nil
 }
 
-// measureModes measures the runs' prefill and decode tests, each test's
-// repetitions interleaved across the runs (after one warm-up of each).
-func measureModes(m *engine.Model, pool *ops.Pool, st *streamer, runs []modeRun, o Options) ([][]Result, error) {
+// measureModes measures the runs' tests on pool, each test's repetitions
+// interleaved across the runs (after one warm-up of each).
+func measureModes(m *engine.Model, pool *ops.Pool, st *streamer, runs []modeRun, ts []test, reps int) ([][]Result, error) {
 	out := make([][]Result, len(runs))
-	for _, t := range []struct {
-		on   bool
-		p, g int
-		name string
-	}{{o.Prompt > 0, o.Prompt, 0, fmt.Sprintf("pp%d", o.Prompt) + at(o.Depth)}, {o.Gen > 0, 1, o.Gen, fmt.Sprintf("tg%d", o.Gen) + at(o.Depth)}} {
-		if !t.on {
-			continue
-		}
+	for _, t := range ts {
 		samples := make([][]sample, len(runs))
-		for rep := -1; rep < o.Reps; rep++ {
+		for rep := -1; rep < reps; rep++ {
 			for i, r := range runs {
-				s, err := once(m, pool, st, r.pred, o.Depth, t.p, t.g, rep >= 0)
+				s, err := once(m, pool, st, r.pred, t.depth, t.p, t.g, rep >= 0)
 				if err != nil {
 					return nil, err
 				}
@@ -221,7 +288,11 @@ func measureModes(m *engine.Model, pool *ops.Pool, st *streamer, runs []modeRun,
 		}
 		for i, r := range runs {
 			res := summary(m, r.pred, samples[i], t.g > 0)
-			res.Mode, res.Test, res.Depth, res.Placed = r.mode, t.name, o.Depth, r.placed
+			res.Mode, res.Test, res.Depth, res.Placed = r.mode, t.name, t.depth, r.placed
+			res.Threads, res.Prompt, res.Gen = pool.Threads(), t.p, t.g
+			if t.g > 0 {
+				res.Prompt = 0 // llama-bench's tg lines have n_prompt 0
+			}
 			out[i] = append(out[i], *res)
 		}
 	}

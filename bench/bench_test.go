@@ -19,7 +19,7 @@ func TestRunCountsBytesAndStream(t *testing.T) {
 	require.NoError(t, err)
 	m, err := engine.Load(path, "")
 	require.NoError(t, err)
-	rep, err := Run(m, Options{Prompt: 8, Gen: 4, Reps: 3, Threads: 2, Modes: []string{"dense", "oracle"}})
+	rep, err := Run(m, Options{Prompts: []int{8}, Gens: []int{4}, Reps: 3, Threads: []int{2}, Modes: []string{"dense", "oracle"}})
 	require.NoError(t, err)
 
 	// Dense decode reads every tensor once, except that the embedding
@@ -71,13 +71,66 @@ func TestRunAtDepth(t *testing.T) {
 	require.NoError(t, err)
 	m, err := engine.Load(path, "")
 	require.NoError(t, err)
-	rep, err := Run(m, Options{Prompt: 4, Gen: 2, Depth: 40, Reps: 1, Threads: 2, Modes: []string{"dense"}})
+	rep, err := Run(m, Options{Prompts: []int{4}, Gens: []int{2}, Depths: []int{40}, Reps: 1, Threads: []int{2}, Modes: []string{"dense"}})
 	require.NoError(t, err)
 	require.Len(t, rep.Results, 2)
 	for i, want := range []string{"pp4 @ d40", "tg2 @ d40"} {
 		assert.Equal(t, want, rep.Results[i].Test)
 		assert.Equal(t, 40, rep.Results[i].Depth)
 	}
-	_, err = Run(m, Options{Prompt: 4, Gen: 2, Depth: -1, Reps: 1, Threads: 2, Modes: []string{"dense"}})
+	_, err = Run(m, Options{Prompts: []int{4}, Gens: []int{2}, Depths: []int{-1}, Reps: 1, Threads: []int{2}, Modes: []string{"dense"}})
 	require.ErrorContains(t, err, "-d -1")
+}
+
+// Lists, as llama-bench takes them: every prefill and decode test at every
+// depth and thread count, in that order within each mode, each line
+// carrying its own n_threads, n_prompt, n_gen and n_depth; a pool of one
+// thread is a pool of one thread. Bad items are refused by flag.
+func TestRunLists(t *testing.T) {
+	path, err := models.DefaultModelPath()
+	require.NoError(t, err)
+	m, err := engine.Load(path, "")
+	require.NoError(t, err)
+	rep, err := Run(m, Options{Prompts: []int{4, 0, 8}, Gens: []int{2}, Depths: []int{0, 6}, Reps: 1, Threads: []int{1, 2}, Modes: []string{"dense", "oracle"}})
+	require.NoError(t, err)
+	type line struct {
+		mode, test           string
+		threads, p, g, depth int
+	}
+	var got, want []line
+	for _, r := range rep.Results {
+		got = append(got, line{r.Mode, r.Test, r.Threads, r.Prompt, r.Gen, r.Depth})
+	}
+	for _, mode := range []string{"dense", "oracle"} {
+		for _, th := range []int{1, 2} {
+			for _, d := range []int{0, 6} {
+				suffix := ""
+				if d > 0 {
+					suffix = " @ d6"
+				}
+				want = append(want,
+					line{mode, "pp4" + suffix, th, 4, 0, d},
+					line{mode, "pp8" + suffix, th, 8, 0, d},
+					line{mode, "tg2" + suffix, th, 0, 2, d})
+			}
+		}
+	}
+	assert.Equal(t, want, got)
+	for _, r := range rep.Results {
+		if r.Gen > 0 {
+			assert.Greater(t, r.StreamGBps, 0.0, "%s/%s at %d threads", r.Mode, r.Test, r.Threads)
+		}
+	}
+
+	for _, o := range []struct {
+		opt  Options
+		want string
+	}{
+		{Options{Prompts: []int{4, -2}, Reps: 1}, "-p -2"},
+		{Options{Gens: []int{-1}, Reps: 1}, "-n -1"},
+		{Options{Threads: []int{2, 0}, Reps: 1}, "-t 0: want at least 1"},
+	} {
+		_, err := Run(m, o.opt)
+		require.ErrorContains(t, err, o.want)
+	}
 }

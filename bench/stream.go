@@ -20,7 +20,8 @@ type streamer struct {
 	close func()
 }
 
-func newStreamer(pool *ops.Pool) (*streamer, error) {
+// newStreamer makes the buffer; Run sets pool before each measure.
+func newStreamer() (*streamer, error) {
 	// Huge pages, as the weights get (gguf maps them advised), so the bound
 	// is not the weaker read of a buffer in 4 KB pages.
 	buf, free, err := hugepage.Alloc[float32]((512<<20)/4, true)
@@ -30,7 +31,7 @@ func newStreamer(pool *ops.Pool) (*streamer, error) {
 	for i := range buf {
 		buf[i] = float32(i & 7)
 	}
-	return &streamer{pool: pool, buf: buf, close: free}, nil
+	return &streamer{buf: buf, close: free}, nil
 }
 
 // measure returns the median of passes reads of the buffer, in GB/s.

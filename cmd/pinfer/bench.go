@@ -1,11 +1,16 @@
 package main
 
 import (
+	"encoding/csv"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"reflect"
+	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/pinfer/pinfer/bench"
@@ -18,13 +23,24 @@ func benchCmd() *cobra.Command {
 	var g gpuFlags
 	var o bench.Options
 	var modes, format string
+	var prompts, gens, depths, threads string
 	c := &cobra.Command{
 		Use:   "bench -m FILE",
 		Short: "Measure prefill and decode speed, dense against sparse in one run (llama-bench style)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if format != "md" && format != "json" {
-				return fmt.Errorf("bench: -o %q: want md or json", format)
+			if !slices.Contains(benchFormats, format) {
+				return fmt.Errorf("bench: -o %q: want one of %s", format, strings.Join(benchFormats, ", "))
+			}
+			for _, l := range []struct {
+				flag, s string
+				v       *[]int
+			}{{"-p", prompts, &o.Prompts}, {"-n", gens, &o.Gens}, {"-d", depths, &o.Depths}, {"-t", threads, &o.Threads}} {
+				v, err := intList("bench: "+l.flag, l.s)
+				if err != nil {
+					return err
+				}
+				*l.v = v
 			}
 			if err := o.Check(); err != nil {
 				return err
@@ -35,7 +51,7 @@ func benchCmd() *cobra.Command {
 					return fmt.Errorf("bench: --mode %q: a mode is empty", modes)
 				}
 			}
-			o.Threads = mf.threads
+			mf.threads = slices.Max(o.Threads) // a hybrid mode's CPU side
 			m, err := mf.load()
 			if err != nil {
 				return err
@@ -54,30 +70,96 @@ func benchCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if format == "json" {
-				enc := json.NewEncoder(os.Stdout)
-				enc.SetIndent("", "  ")
-				return enc.Encode(rep)
-			}
-			printTable(m, rep)
-			return nil
+			return printReport(os.Stdout, format, m, rep)
 		},
 	}
-	mf.add(c)
+	mf.addModel(c)
 	g.add(c)
 	fl := c.Flags()
-	fl.IntVarP(&o.Prompt, "n-prompt", "p", 64, "prompt tokens of the prefill test (0: skip)")
-	fl.IntVarP(&o.Gen, "n-gen", "n", 16, "tokens of the decode test (0: skip)")
-	fl.IntVarP(&o.Depth, "n-depth", "d", 0, "tokens already in the context when each test starts (prefilled, not timed), as llama-bench's -d")
+	fl.StringVarP(&prompts, "n-prompt", "p", "64", "prompt tokens of the prefill test; a comma-separated list runs one test each, as llama-bench (0: none)")
+	fl.StringVarP(&gens, "n-gen", "n", "16", "tokens of the decode test; a list runs one test each (0: none)")
+	fl.StringVarP(&depths, "n-depth", "d", "0", "tokens already in the context when each test starts (prefilled, not timed), as llama-bench's -d; a list runs every test at each")
+	fl.StringVarP(&threads, "threads", "t", strconv.Itoa(runtime.NumCPU()), "CPU threads; a list runs every test at each")
 	fl.IntVarP(&o.Reps, "repetitions", "r", 5, "repetitions of each test")
 	fl.StringVar(&modes, "mode", "dense,sparse", "comma-separated: dense, sparse (the file's predictor), split (llama.cpp's -ngl layer split on the GPU, dense), hybrid (hot neurons on the GPU, the file's predictor), or a predictor name; if not given and the file has no predictor, dense alone")
-	fl.StringVarP(&format, "output", "o", "md", "md or json")
+	fl.StringVarP(&format, "output", "o", "md", "md, json (one object), jsonl (a line a result) or csv, as llama-bench's -o")
 	return c
 }
 
-func printTable(m *engine.Model, r *bench.Report) {
-	fmt.Printf("| model | size | params | backend | threads | mode | test | t/s | median | bytes/token | GB/s (%% of stream GB/s) |\n")
-	fmt.Printf("| --- | ---: | ---: | --- | ---: | --- | --- | ---: | ---: | ---: | ---: |\n")
+var benchFormats = []string{"md", "json", "jsonl", "csv"}
+
+// printReport writes rep to w in format: md, json, jsonl or csv. Each line
+// of jsonl and csv is a whole record, the report's head repeated, as
+// llama-bench writes them, so that lines from several runs can be joined.
+func printReport(w io.Writer, format string, m *engine.Model, rep *bench.Report) error {
+	type record struct {
+		bench.Head
+		bench.Result
+	}
+	switch format {
+	case "json":
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rep)
+	case "jsonl":
+		enc := json.NewEncoder(w)
+		for _, r := range rep.Results {
+			if err := enc.Encode(record{rep.Head, r}); err != nil {
+				return err
+			}
+		}
+		return nil
+	case "csv":
+		cw := csv.NewWriter(w)
+		var head, row []string
+		csvFields(reflect.ValueOf(record{}), &head, &row)
+		if err := cw.Write(head); err != nil {
+			return err
+		}
+		for _, r := range rep.Results {
+			head, row = head[:0], row[:0]
+			csvFields(reflect.ValueOf(record{rep.Head, r}), &head, &row)
+			if err := cw.Write(row); err != nil {
+				return err
+			}
+		}
+		cw.Flush()
+		return cw.Error()
+	}
+	printTable(w, m, rep)
+	return nil
+}
+
+// csvFields appends the JSON name and value of each field of the struct v,
+// embedded structs' fields in their place, so that csv has jsonl's columns
+// in its order. A list (a test's samples) is one cell, space-separated.
+func csvFields(v reflect.Value, names, vals *[]string) {
+	t := v.Type()
+	for i := range t.NumField() {
+		f, fv := t.Field(i), v.Field(i)
+		if f.Anonymous {
+			csvFields(fv, names, vals)
+			continue
+		}
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if name == "" || name == "-" {
+			continue
+		}
+		cell := fmt.Sprint(fv.Interface())
+		if fv.Kind() == reflect.Slice {
+			parts := make([]string, fv.Len())
+			for k := range parts {
+				parts[k] = fmt.Sprint(fv.Index(k).Interface())
+			}
+			cell = strings.Join(parts, " ")
+		}
+		*names, *vals = append(*names, name), append(*vals, cell)
+	}
+}
+
+func printTable(w io.Writer, m *engine.Model, r *bench.Report) {
+	fmt.Fprintf(w, "| model | size | params | backend | threads | mode | test | t/s | median | bytes/token | GB/s (%% of stream GB/s) |\n")
+	fmt.Fprintf(w, "| --- | ---: | ---: | --- | ---: | --- | --- | ---: | ---: | ---: | ---: |\n")
 	name := filepath.Base(r.Model)
 	for _, x := range r.Results {
 		bpt, gbs, backend := "", "", r.Backend
@@ -104,37 +186,79 @@ func printTable(m *engine.Model, r *bench.Report) {
 		if x.Predictor != x.Mode {
 			mode += " (" + x.Predictor + ")"
 		}
-		fmt.Printf("| %s | %.2f GiB | %.2f B | %s | %d | %s | %s | %.2f ± %.2f | %.2f | %s | %s |\n",
-			name, float64(r.SizeBytes)/(1<<30), float64(r.Params)/1e9, backend, r.Threads, mode, x.Test, x.Mean, x.SD, x.Median, bpt, gbs)
+		fmt.Fprintf(w, "| %s | %.2f GiB | %.2f B | %s | %d | %s | %s | %.2f ± %.2f | %.2f | %s | %s |\n",
+			name, float64(r.SizeBytes)/(1<<30), float64(r.Params)/1e9, backend, x.Threads, mode, x.Test, x.Mean, x.SD, x.Median, bpt, gbs)
 	}
-	fmt.Printf("\nGB/s: decode's weight reads per second at the median; (%% of stream): median over repetitions of that repetition's reads against a streaming read measured around it (mean of just before and just after)\n")
+	fmt.Fprintf(w, "\nGB/s: decode's weight reads per second at the median; (%% of stream): median over repetitions of that repetition's reads against a streaming read measured around it (mean of just before and just after)\n")
 	if r.HugePages >= 0 {
-		fmt.Printf("weights in 2 MB pages: %.0f%% of those read (a file cached through a plain read or write keeps 4 KB pages until it leaves the page cache)\n", 100*r.HugePages)
+		fmt.Fprintf(w, "weights in 2 MB pages: %.0f%% of those read (a file cached through a plain read or write keeps 4 KB pages until it leaves the page cache)\n", 100*r.HugePages)
 	}
-	tg, pp := map[string]float64{}, map[string]float64{}
-	var modes []string
 	for _, x := range r.Results {
-		if strings.HasPrefix(x.Test, "tg") {
-			tg[x.Mode] = x.Median
+		if x.Placed != "" && x.Gen > 0 {
+			fmt.Fprintf(w, "%s: %s\n", x.Mode, x.Placed)
 		}
-		if strings.HasPrefix(x.Test, "pp") {
-			pp[x.Mode] = x.Median
+	}
+	for _, l := range ratios(r.Results) {
+		fmt.Fprintln(w, l)
+	}
+}
+
+// ratios are the table's closing lines: sparse against dense decode (and
+// the GPU modes' pairs) on the same test and threads, and each mode's
+// prefill against its decode per token at the same threads and depth. With
+// one prefill and one decode test at one thread count they read as they
+// always have; with lists, each line names its tests.
+func ratios(rs []bench.Result) []string {
+	threads, pps, tgs := map[int]bool{}, map[string]bool{}, map[string]bool{}
+	var modes []string
+	for _, x := range rs {
+		threads[x.Threads] = true
+		if x.Gen > 0 {
+			tgs[x.Test] = true
+		} else {
+			pps[x.Test] = true
 		}
 		if !slices.Contains(modes, x.Mode) {
 			modes = append(modes, x.Mode)
 		}
-		if x.Placed != "" && strings.HasPrefix(x.Test, "tg") {
-			fmt.Printf("%s: %s\n", x.Mode, x.Placed)
-		}
 	}
+	many := len(threads) > 1 || len(pps) > 1 || len(tgs) > 1
+	which := func(test string, threads int) string {
+		if !many {
+			return ""
+		}
+		return fmt.Sprintf(", %s, %s", test, nThreads(threads))
+	}
+	var out []string
 	for _, q := range [][2]string{{"sparse", "dense"}, {"hybrid", "split"}, {"hybrid", "sparse"}} {
-		if tg[q[0]] > 0 && tg[q[1]] > 0 {
-			fmt.Printf("%s / %s decode (medians): %.2fx\n", q[0], q[1], tg[q[0]]/tg[q[1]])
+		for _, a := range rs {
+			for _, b := range rs {
+				if a.Mode == q[0] && b.Mode == q[1] && a.Gen > 0 && a.Test == b.Test && a.Threads == b.Threads && a.Median > 0 && b.Median > 0 {
+					out = append(out, fmt.Sprintf("%s / %s decode (medians%s): %.2fx", q[0], q[1], which(a.Test, a.Threads), a.Median/b.Median))
+				}
+			}
 		}
 	}
 	for _, m := range modes {
-		if pp[m] > 0 && tg[m] > 0 {
-			fmt.Printf("%s prefill / decode per token (medians): %.2fx\n", m, pp[m]/tg[m])
+		for _, pp := range rs {
+			for _, tg := range rs {
+				if pp.Mode != m || tg.Mode != m || pp.Gen > 0 || tg.Gen == 0 || pp.Threads != tg.Threads || pp.Depth != tg.Depth || pp.Median <= 0 || tg.Median <= 0 {
+					continue
+				}
+				label := ""
+				if many {
+					label = fmt.Sprintf(", %s against %s, %s", pp.Test, tg.Test, nThreads(pp.Threads))
+				}
+				out = append(out, fmt.Sprintf("%s prefill / decode per token (medians%s): %.2fx", m, label, pp.Median/tg.Median))
+			}
 		}
 	}
+	return out
+}
+
+func nThreads(n int) string {
+	if n == 1 {
+		return "1 thread"
+	}
+	return fmt.Sprintf("%d threads", n)
 }

@@ -2,11 +2,13 @@ package main
 
 import (
 	"bytes"
+	"encoding/csv"
 	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -125,7 +127,7 @@ func TestRunPromptIDs(t *testing.T) {
 
 	_, stderr, code = pinfer(t, "run", "--prompt-ids", "1,x", "-n", "1")
 	require.NotZero(t, code)
-	require.Contains(t, stderr, `"x" is not a token id`)
+	require.Contains(t, stderr, `--prompt-ids "1,x": "x" is not an integer`)
 	_, stderr, code = pinfer(t, "run", "--prompt-ids", "1,99999", "-n", "1")
 	require.NotZero(t, code)
 	require.Contains(t, stderr, "99999 is outside the vocabulary")
@@ -209,12 +211,9 @@ func TestRunSeed(t *testing.T) {
 	require.Greater(t, len(a), len("ROMEO:"))
 }
 
-// bench's summary line for each mode is the ratio of the table's medians:
-// its prefill's t/s against its decode's.
-func TestBenchRatios(t *testing.T) {
-	out, stderr, code := pinfer(t, "bench", "-p", "8", "-n", "4", "-r", "1", "--mode", "dense,oracle")
-	require.Equal(t, 0, code, stderr)
-	median := map[string]float64{} // mode and test -> median t/s
+// tableMedians reads bench's md table: "mode test threads" -> median t/s.
+func tableMedians(t *testing.T, out string) map[string]float64 {
+	median := map[string]float64{}
 	for _, line := range strings.Split(out, "\n") {
 		f := strings.Split(line, "|")
 		if len(f) < 10 || !strings.HasPrefix(strings.TrimSpace(f[7]), "pp") && !strings.HasPrefix(strings.TrimSpace(f[7]), "tg") {
@@ -222,7 +221,20 @@ func TestBenchRatios(t *testing.T) {
 		}
 		v, err := strconv.ParseFloat(strings.TrimSpace(f[9]), 64)
 		require.NoError(t, err, line)
-		median[strings.TrimSpace(f[6])+" "+strings.TrimSpace(f[7])[:2]] = v
+		median[strings.TrimSpace(f[6])+" "+strings.TrimSpace(f[7])+" "+strings.TrimSpace(f[5])] = v
+	}
+	return median
+}
+
+// bench's summary line for each mode is the ratio of the table's medians:
+// its prefill's t/s against its decode's.
+func TestBenchRatios(t *testing.T) {
+	out, stderr, code := pinfer(t, "bench", "-p", "8", "-n", "4", "-r", "1", "--mode", "dense,oracle")
+	require.Equal(t, 0, code, stderr)
+	median := map[string]float64{} // mode and test kind -> median t/s
+	for k, v := range tableMedians(t, out) {
+		f := strings.Fields(k)
+		median[f[0]+" "+f[1][:2]] = v
 	}
 	for _, mode := range []string{"dense", "oracle"} {
 		pp, tg := median[mode+" pp"], median[mode+" tg"]
@@ -251,14 +263,86 @@ func TestBenchDefaultsAndBadFlags(t *testing.T) {
 		"-r -2":         "bench: -r -2: want at least 1 repetition",
 		"--mode dense,": `bench: --mode "dense,": a mode is empty`,
 		"--mode sparse": "carries no predictor",
-		"-n -1":         "want none below 0",
-		"-o xml":        `bench: -o "xml": want md or json`,
+		"-n -1":         "bench: -n -1: want at least 0",
+		"-d 0,-3":       "bench: -d -3: want at least 0",
+		"-o xml":        `bench: -o "xml": want one of md, json, jsonl, csv`,
+		"-p 4,,8":       `bench: -p "4,,8": an empty item between commas`,
+		"-t 0":          "bench: -t 0: want at least 1",
+		"-t 1,x":        `bench: -t "1,x": "x" is not an integer`,
 	} {
 		_, stderr, code := pinfer(t, append([]string{"bench", "-p", "4", "-n", "2"}, strings.Fields(args)...)...)
 		require.NotZero(t, code, args)
 		require.Contains(t, stderr, want, args)
 		require.Equal(t, 1, strings.Count(strings.TrimSpace(stderr), "\n")+1, "one line: %q", stderr)
 	}
+}
+
+// bench takes llama-bench's lists: every test at every thread count, one
+// line each in every format. csv and jsonl carry the same records (the
+// columns are jsonl's keys), and each closing ratio of the table is the
+// ratio of the two medians it names.
+func TestBenchLists(t *testing.T) {
+	args := []string{"bench", "-p", "4,8", "-n", "2", "-t", "1,2", "-r", "1", "--mode", "dense,oracle"}
+	out, stderr, code := pinfer(t, append(args, "-o", "csv")...)
+	require.Zero(t, code, stderr)
+	rows, err := csv.NewReader(strings.NewReader(out)).ReadAll()
+	require.NoError(t, err, out)
+	require.Len(t, rows, 1+2*2*3, out)
+	col := map[string]int{}
+	for i, name := range rows[0] {
+		col[name] = i
+	}
+	var got []string
+	for _, r := range rows[1:] {
+		got = append(got, r[col["mode"]]+" "+r[col["test"]]+" t"+r[col["n_threads"]]+" p"+r[col["n_prompt"]]+" g"+r[col["n_gen"]])
+		v, err := strconv.ParseFloat(r[col["median_ts"]], 64)
+		require.NoError(t, err)
+		require.Positive(t, v)
+		require.Len(t, strings.Fields(r[col["samples_ts"]]), 1)
+	}
+	var want []string
+	for _, mode := range []string{"dense", "oracle"} {
+		for _, th := range []string{"1", "2"} {
+			want = append(want, mode+" pp4 t"+th+" p4 g0", mode+" pp8 t"+th+" p8 g0", mode+" tg2 t"+th+" p0 g2")
+		}
+	}
+	require.Equal(t, want, got)
+
+	out, stderr, code = pinfer(t, append(args, "-o", "jsonl")...)
+	require.Zero(t, code, stderr)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	require.Len(t, lines, len(want))
+	for i, l := range lines {
+		var rec map[string]any
+		require.NoError(t, json.Unmarshal([]byte(l), &rec), l)
+		for k, v := range rec {
+			require.Contains(t, col, k, "a csv column for each jsonl key")
+			if s, ok := v.(string); ok && k != "model" { // each run has its own cache dir
+				require.Equal(t, s, rows[1+i][col[k]], k)
+			}
+		}
+		require.Contains(t, rec["model"], "shakespeare")
+		require.Equal(t, want[i], fmt.Sprintf("%s %s t%v p%v g%v", rec["mode"], rec["test"], rec["n_threads"], rec["n_prompt"], rec["n_gen"]))
+	}
+
+	out, stderr, code = pinfer(t, args...)
+	require.Zero(t, code, stderr)
+	median := tableMedians(t, out)
+	require.Len(t, median, len(want), out)
+	n := 0
+	re := regexp.MustCompile(`^(\S+) prefill / decode per token \(medians, (\S+) against (\S+), (\d+) threads?\): ([0-9.]+)x$`)
+	for _, line := range strings.Split(out, "\n") {
+		m := re.FindStringSubmatch(line)
+		if m == nil {
+			continue
+		}
+		n++
+		got, err := strconv.ParseFloat(m[5], 64)
+		require.NoError(t, err, line)
+		want := median[m[1]+" "+m[2]+" "+m[4]] / median[m[1]+" "+m[3]+" "+m[4]]
+		require.InDelta(t, want, got, 0.01*want+0.005, line)
+	}
+	require.Equal(t, 2*2*2, n, "a prefill / decode line for each mode, prefill test and thread count:\n%s", out)
 }
 
 // On a CPU where it pays, a q4_0 file's whole-read matrices are repacked at

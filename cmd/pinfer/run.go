@@ -7,7 +7,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"runtime"
-	"strconv"
 	"strings"
 
 	"github.com/pinfer/pinfer/engine"
@@ -29,9 +28,14 @@ type modelFlags struct {
 }
 
 func (f *modelFlags) add(c *cobra.Command) {
+	f.addModel(c)
+	c.Flags().IntVarP(&f.threads, "threads", "t", runtime.NumCPU(), "CPU threads")
+}
+
+// addModel adds the flags other than -t (bench takes a list of them).
+func (f *modelFlags) addModel(c *cobra.Command) {
 	c.Flags().StringVarP(&f.model, "model", "m", "", "GGUF model file (default: the built-in Shakespeare model)")
 	c.Flags().StringVarP(&f.graph, "graph", "g", "", "TOML graph file (default: the built-in graph matching the model)")
-	c.Flags().IntVarP(&f.threads, "threads", "t", runtime.NumCPU(), "CPU threads")
 	c.Flags().StringVar(&f.predictor, "predictor", "", "sparse FFN predictor: dense, oracle, mlp, static, or a plugin's .go file (default: mlp if the file has one, else dense)")
 	c.Flags().StringVar(&f.stats, "stats", "", "activation statistics from 'pinfer profile' (for static and plugins)")
 	c.Flags().BoolVar(&f.noRepack, "no-repack", false, "keep q4_0 weights in the file's layout; by default, on AVX2 CPUs without AVX-512, the matrices read whole (attention, output) are repacked at load, eight rows interleaved, as llama.cpp does")
@@ -152,18 +156,9 @@ func runCmd() *cobra.Command {
 			}
 			var ids []int
 			if strings.TrimSpace(promptIDs) != "" {
-				// Commas or spaces between ids; an empty item ("1,,2") is a typo, not a skip.
-				for _, part := range strings.Split(promptIDs, ",") {
-					if strings.TrimSpace(part) == "" {
-						return fmt.Errorf("--prompt-ids %q: an empty item between commas", promptIDs)
-					}
-					for _, f := range strings.Fields(part) {
-						id, err := strconv.Atoi(f)
-						if err != nil {
-							return fmt.Errorf("--prompt-ids: %q is not a token id", f)
-						}
-						ids = append(ids, id)
-					}
+				var err error
+				if ids, err = intList("--prompt-ids", promptIDs); err != nil {
+					return err
 				}
 			}
 			if !cmd.Flags().Changed("seed") {

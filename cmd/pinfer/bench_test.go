@@ -1,0 +1,40 @@
+package main
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/pinfer/pinfer/bench"
+)
+
+// The closing ratios pair lines of the same test and threads (sparse
+// against dense) or of the same threads and depth (a mode's prefill
+// against its decode), and name them only when there is more than one
+// pair to tell apart.
+func TestBenchRatioLines(t *testing.T) {
+	line := func(mode, test string, threads, gen, depth int, median float64) bench.Result {
+		return bench.Result{Mode: mode, Test: test, Threads: threads, Gen: gen, Depth: depth, Median: median}
+	}
+	one := []bench.Result{
+		line("dense", "pp64", 2, 0, 0, 20), line("dense", "tg16", 2, 16, 0, 4),
+		line("sparse", "pp64", 2, 0, 0, 30), line("sparse", "tg16", 2, 16, 0, 10),
+	}
+	assert.Equal(t, []string{
+		"sparse / dense decode (medians): 2.50x",
+		"dense prefill / decode per token (medians): 5.00x",
+		"sparse prefill / decode per token (medians): 3.00x",
+	}, ratios(one))
+
+	many := []bench.Result{
+		line("dense", "tg16", 1, 16, 0, 2), line("dense", "tg16", 2, 16, 0, 4), line("dense", "tg16 @ d512", 2, 16, 512, 3),
+		line("sparse", "tg16", 1, 16, 0, 3), line("sparse", "tg16", 2, 16, 0, 9), line("sparse", "tg16 @ d512", 2, 16, 512, 6),
+		line("sparse", "pp64", 2, 0, 0, 36),
+	}
+	assert.Equal(t, []string{
+		"sparse / dense decode (medians, tg16, 1 thread): 1.50x",
+		"sparse / dense decode (medians, tg16, 2 threads): 2.25x",
+		"sparse / dense decode (medians, tg16 @ d512, 2 threads): 2.00x",
+		"sparse prefill / decode per token (medians, pp64 against tg16, 2 threads): 4.00x",
+	}, ratios(many))
+}
