@@ -20,8 +20,9 @@ import (
 // -t, every test runs at every depth and thread count: Prompts are the
 // prefill tests and Gens the decode tests (a 0 is no test).
 type Options struct {
-	Prompts []int // tokens of each prefill test
-	Gens    []int // tokens of each decode test
+	Prompts []int    // tokens of each prefill test
+	Gens    []int    // tokens of each decode test
+	PG      [][2]int // prompt and decode tokens of each combined test (llama-bench's -pg), timed together
 	// Depths are how many tokens the context holds before each test
 	// starts, prefilled untimed (llama-bench's -d): decode at depth reads
 	// that many positions' keys and values per token besides the weights.
@@ -99,6 +100,11 @@ func (o *Options) Check() error {
 			if v < l.min {
 				return fmt.Errorf("bench: %s %d: want at least %d", l.flag, v, l.min)
 			}
+		}
+	}
+	for _, pg := range o.PG {
+		if pg[0] < 1 || pg[1] < 1 {
+			return fmt.Errorf("bench: --pg %d,%d: want a prompt and a decode of at least 1 token each", pg[0], pg[1])
 		}
 	}
 	return nil
@@ -217,9 +223,11 @@ func Run(m *engine.Model, o Options) (*Report, error) {
 }
 
 // A test is one line's work: a prompt of p tokens (g == 0), or g decode
-// steps after a one-token prompt, at a depth.
+// steps after a one-token prompt, or with whole a prompt of p tokens and g
+// decode steps timed together, at a depth.
 type test struct {
 	p, g, depth int
+	whole       bool
 	name        string
 }
 
@@ -235,6 +243,9 @@ func tests(o Options, d int) []test {
 		if g > 0 {
 			ts = append(ts, test{p: 1, g: g, depth: d, name: fmt.Sprintf("tg%d", g) + at(d)})
 		}
+	}
+	for _, pg := range o.PG {
+		ts = append(ts, test{p: pg[0], g: pg[1], depth: d, whole: true, name: fmt.Sprintf("pp%d+tg%d", pg[0], pg[1]) + at(d)})
 	}
 	return ts
 }
@@ -277,7 +288,7 @@ func measureModes(m *engine.Model, pool *ops.Pool, st *streamer, runs []modeRun,
 		samples := make([][]sample, len(runs))
 		for rep := -1; rep < reps; rep++ {
 			for i, r := range runs {
-				s, err := once(m, pool, st, r.pred, t.depth, t.p, t.g, rep >= 0)
+				s, err := once(m, pool, st, r.pred, t, rep >= 0)
 				if err != nil {
 					return nil, err
 				}
@@ -287,10 +298,10 @@ func measureModes(m *engine.Model, pool *ops.Pool, st *streamer, runs []modeRun,
 			}
 		}
 		for i, r := range runs {
-			res := summary(m, r.pred, samples[i], t.g > 0)
+			res := summary(m, r.pred, samples[i], t.g > 0 && !t.whole)
 			res.Mode, res.Test, res.Depth, res.Placed = r.mode, t.name, t.depth, r.placed
 			res.Threads, res.Prompt, res.Gen = pool.Threads(), t.p, t.g
-			if t.g > 0 {
+			if t.g > 0 && !t.whole {
 				res.Prompt = 0 // llama-bench's tg lines have n_prompt 0
 			}
 			out[i] = append(out[i], *res)
@@ -324,22 +335,24 @@ func meanReads(rs []Reads) Reads {
 	return m
 }
 
-// once runs, after depth untimed tokens, a prompt of p tokens, then g
-// decode steps; with bracket, a decode is held between two streaming reads.
-func once(m *engine.Model, pool *ops.Pool, st *streamer, pred predictors.Predictor, depth, p, g int, bracket bool) (sample, error) {
+// once runs, after t.depth untimed tokens, a prompt of t.p tokens, then
+// t.g decode steps, timing the decode (or with t.whole both); with
+// bracket, a decode is held between two streaming reads.
+func once(m *engine.Model, pool *ops.Pool, st *streamer, pred predictors.Predictor, t test, bracket bool) (sample, error) {
 	var s sample
+	depth, p, g := t.depth, t.p, t.g
 	prompt := make([]int, depth+p)
 	for i := range prompt {
 		prompt[i] = (i*7919 + 13) % m.Prog.Vocab
 	}
-	bracket = bracket && g > 0
+	bracket = bracket && g > 0 && !t.whole
 	var before float64
 	if bracket {
 		before = st.measure(3)
 	}
 	sess := m.NewSession(depth+p+g+1, pool)
 	sess.SetPredictor(pred)
-	if depth == 0 && g == 0 {
+	if depth == 0 && (g == 0 || t.whole) {
 		// A session makes its KV caches on its first Forward (for a short
 		// context 64 huge-page slices of a 7B, ~8% of a 64-token prompt's
 		// time on a 2-core host). llama-bench, too, times a prompt on a
@@ -363,7 +376,9 @@ func once(m *engine.Model, pool *ops.Pool, st *streamer, pred predictors.Predict
 	}
 	if g > 0 {
 		sess.Runner().Stats = graph.NewStats(m.Prog)
-		start = time.Now()
+		if !t.whole {
+			start = time.Now()
+		}
 		for i := 0; i < g; i++ {
 			id := argmax(logits.Data)
 			if logits, err = sess.Forward([]int{id}, false); err != nil {
@@ -373,7 +388,10 @@ func once(m *engine.Model, pool *ops.Pool, st *streamer, pred predictors.Predict
 	}
 	el := time.Since(start).Seconds()
 	n := p
-	if g > 0 {
+	switch {
+	case t.whole:
+		n = p + g
+	case g > 0:
 		n = g
 	}
 	s.tps = float64(n) / el

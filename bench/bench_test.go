@@ -82,16 +82,16 @@ func TestRunAtDepth(t *testing.T) {
 	require.ErrorContains(t, err, "-d -1")
 }
 
-// Lists, as llama-bench takes them: every prefill and decode test at every
-// depth and thread count, in that order within each mode, each line
-// carrying its own n_threads, n_prompt, n_gen and n_depth; a pool of one
-// thread is a pool of one thread. Bad items are refused by flag.
+// Lists, as llama-bench takes them: every prefill, decode and combined
+// (--pg) test at every depth and thread count, in that order within each
+// mode, each line carrying its own n_threads, n_prompt, n_gen and n_depth.
+// Bad items are refused by flag.
 func TestRunLists(t *testing.T) {
 	path, err := models.DefaultModelPath()
 	require.NoError(t, err)
 	m, err := engine.Load(path, "")
 	require.NoError(t, err)
-	rep, err := Run(m, Options{Prompts: []int{4, 0, 8}, Gens: []int{2}, Depths: []int{0, 6}, Reps: 1, Threads: []int{1, 2}, Modes: []string{"dense", "oracle"}})
+	rep, err := Run(m, Options{Prompts: []int{4, 0, 8}, Gens: []int{2}, PG: [][2]int{{4, 2}}, Depths: []int{0, 6}, Reps: 1, Threads: []int{1, 2}, Modes: []string{"dense", "oracle"}})
 	require.NoError(t, err)
 	type line struct {
 		mode, test           string
@@ -111,15 +111,22 @@ func TestRunLists(t *testing.T) {
 				want = append(want,
 					line{mode, "pp4" + suffix, th, 4, 0, d},
 					line{mode, "pp8" + suffix, th, 8, 0, d},
-					line{mode, "tg2" + suffix, th, 0, 2, d})
+					line{mode, "tg2" + suffix, th, 0, 2, d},
+					line{mode, "pp4+tg2" + suffix, th, 4, 2, d})
 			}
 		}
 	}
 	assert.Equal(t, want, got)
 	for _, r := range rep.Results {
-		if r.Gen > 0 {
+		switch {
+		case r.Gen > 0 && r.Prompt == 0:
 			assert.Greater(t, r.StreamGBps, 0.0, "%s/%s at %d threads", r.Mode, r.Test, r.Threads)
+			assert.Greater(t, r.BytesPerToken, 0.0)
+		case r.Gen > 0: // prompt and decode timed together: no decode's bytes or stream
+			assert.Zero(t, r.StreamGBps, r.Test)
+			assert.Zero(t, r.BytesPerToken, r.Test)
 		}
+		assert.Len(t, r.TokensPerSec, 1)
 	}
 
 	for _, o := range []struct {
@@ -129,6 +136,7 @@ func TestRunLists(t *testing.T) {
 		{Options{Prompts: []int{4, -2}, Reps: 1}, "-p -2"},
 		{Options{Gens: []int{-1}, Reps: 1}, "-n -1"},
 		{Options{Threads: []int{2, 0}, Reps: 1}, "-t 0: want at least 1"},
+		{Options{PG: [][2]int{{4, 0}}, Reps: 1}, "--pg 4,0: want a prompt and a decode of at least 1 token each"},
 	} {
 		_, err := Run(m, o.opt)
 		require.ErrorContains(t, err, o.want)

@@ -24,6 +24,7 @@ func benchCmd() *cobra.Command {
 	var o bench.Options
 	var modes, format string
 	var prompts, gens, depths, threads string
+	var pgs []string
 	c := &cobra.Command{
 		Use:   "bench -m FILE",
 		Short: "Measure prefill and decode speed, dense against sparse in one run (llama-bench style)",
@@ -41,6 +42,16 @@ func benchCmd() *cobra.Command {
 					return err
 				}
 				*l.v = v
+			}
+			for _, s := range pgs {
+				v, err := intList("bench: --pg", s)
+				if err != nil {
+					return err
+				}
+				if len(v) != 2 {
+					return fmt.Errorf("bench: --pg %q: want two counts, prompt and decode tokens, e.g. 512,128", s)
+				}
+				o.PG = append(o.PG, [2]int{v[0], v[1]})
 			}
 			if err := o.Check(); err != nil {
 				return err
@@ -80,6 +91,7 @@ func benchCmd() *cobra.Command {
 	fl.StringVarP(&gens, "n-gen", "n", "16", "tokens of the decode test; a list runs one test each (0: none)")
 	fl.StringVarP(&depths, "n-depth", "d", "0", "tokens already in the context when each test starts (prefilled, not timed), as llama-bench's -d; a list runs every test at each")
 	fl.StringVarP(&threads, "threads", "t", strconv.Itoa(runtime.NumCPU()), "CPU threads; a list runs every test at each")
+	fl.StringArrayVar(&pgs, "pg", nil, "P,G: a prompt of P tokens and G decode steps timed together (llama-bench's -pg); repeat for more")
 	fl.IntVarP(&o.Reps, "repetitions", "r", 5, "repetitions of each test")
 	fl.StringVar(&modes, "mode", "dense,sparse", "comma-separated: dense, sparse (the file's predictor), split (llama.cpp's -ngl layer split on the GPU, dense), hybrid (hot neurons on the GPU, the file's predictor), or a predictor name; if not given and the file has no predictor, dense alone")
 	fl.StringVarP(&format, "output", "o", "md", "md, json (one object), jsonl (a line a result) or csv, as llama-bench's -o")
@@ -211,11 +223,13 @@ func printTable(w io.Writer, m *engine.Model, r *bench.Report) {
 func ratios(rs []bench.Result) []string {
 	threads, pps, tgs := map[int]bool{}, map[string]bool{}, map[string]bool{}
 	var modes []string
+	pp := func(x bench.Result) bool { return x.Gen == 0 }
+	tg := func(x bench.Result) bool { return x.Gen > 0 && x.Prompt == 0 } // not a --pg test
 	for _, x := range rs {
 		threads[x.Threads] = true
-		if x.Gen > 0 {
+		if tg(x) {
 			tgs[x.Test] = true
-		} else {
+		} else if pp(x) {
 			pps[x.Test] = true
 		}
 		if !slices.Contains(modes, x.Mode) {
@@ -233,23 +247,23 @@ func ratios(rs []bench.Result) []string {
 	for _, q := range [][2]string{{"sparse", "dense"}, {"hybrid", "split"}, {"hybrid", "sparse"}} {
 		for _, a := range rs {
 			for _, b := range rs {
-				if a.Mode == q[0] && b.Mode == q[1] && a.Gen > 0 && a.Test == b.Test && a.Threads == b.Threads && a.Median > 0 && b.Median > 0 {
+				if a.Mode == q[0] && b.Mode == q[1] && tg(a) && a.Test == b.Test && a.Threads == b.Threads && a.Median > 0 && b.Median > 0 {
 					out = append(out, fmt.Sprintf("%s / %s decode (medians%s): %.2fx", q[0], q[1], which(a.Test, a.Threads), a.Median/b.Median))
 				}
 			}
 		}
 	}
 	for _, m := range modes {
-		for _, pp := range rs {
-			for _, tg := range rs {
-				if pp.Mode != m || tg.Mode != m || pp.Gen > 0 || tg.Gen == 0 || pp.Threads != tg.Threads || pp.Depth != tg.Depth || pp.Median <= 0 || tg.Median <= 0 {
+		for _, a := range rs {
+			for _, b := range rs {
+				if a.Mode != m || b.Mode != m || !pp(a) || !tg(b) || a.Threads != b.Threads || a.Depth != b.Depth || a.Median <= 0 || b.Median <= 0 {
 					continue
 				}
 				label := ""
 				if many {
-					label = fmt.Sprintf(", %s against %s, %s", pp.Test, tg.Test, nThreads(pp.Threads))
+					label = fmt.Sprintf(", %s against %s, %s", a.Test, b.Test, nThreads(a.Threads))
 				}
-				out = append(out, fmt.Sprintf("%s prefill / decode per token (medians%s): %.2fx", m, label, pp.Median/tg.Median))
+				out = append(out, fmt.Sprintf("%s prefill / decode per token (medians%s): %.2fx", m, label, a.Median/b.Median))
 			}
 		}
 	}

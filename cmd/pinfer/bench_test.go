@@ -16,9 +16,13 @@ func TestBenchRatioLines(t *testing.T) {
 	line := func(mode, test string, threads, gen, depth int, median float64) bench.Result {
 		return bench.Result{Mode: mode, Test: test, Threads: threads, Gen: gen, Depth: depth, Median: median}
 	}
+	pg := func(mode string, median float64) bench.Result {
+		return bench.Result{Mode: mode, Test: "pp64+tg16", Threads: 2, Prompt: 64, Gen: 16, Median: median}
+	}
 	one := []bench.Result{
 		line("dense", "pp64", 2, 0, 0, 20), line("dense", "tg16", 2, 16, 0, 4),
 		line("sparse", "pp64", 2, 0, 0, 30), line("sparse", "tg16", 2, 16, 0, 10),
+		pg("dense", 7), pg("sparse", 11), // a --pg line is in no ratio
 	}
 	assert.Equal(t, []string{
 		"sparse / dense decode (medians): 2.50x",

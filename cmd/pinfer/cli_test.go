@@ -269,6 +269,8 @@ func TestBenchDefaultsAndBadFlags(t *testing.T) {
 		"-p 4,,8":       `bench: -p "4,,8": an empty item between commas`,
 		"-t 0":          "bench: -t 0: want at least 1",
 		"-t 1,x":        `bench: -t "1,x": "x" is not an integer`,
+		"--pg 64":       `bench: --pg "64": want two counts`,
+		"--pg 64,0":     "bench: --pg 64,0: want a prompt and a decode of at least 1 token each",
 	} {
 		_, stderr, code := pinfer(t, append([]string{"bench", "-p", "4", "-n", "2"}, strings.Fields(args)...)...)
 		require.NotZero(t, code, args)
