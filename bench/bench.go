@@ -36,6 +36,18 @@ type Options struct {
 	// llama.cpp layer split, run dense) and hybrid (hot neurons on the GPU,
 	// the file's predictor) need it; other modes run on the CPU.
 	Device func(mode string) (placed string, release func(), err error)
+	// Progress, if set, is told before each run of a test (the warm-ups
+	// too, Runs in all) which mode, test and thread count it is.
+	Progress func(what string)
+}
+
+// Runs is how many times Run will run a test, warm-ups included.
+func (o *Options) Runs() int {
+	reps := o.Reps
+	if reps <= 0 {
+		reps = 5
+	}
+	return len(o.Modes) * max(len(o.Threads), 1) * max(len(o.Depths), 1) * len(tests(*o, 0)) * (reps + 1)
 }
 
 // Result is one line of the table.
@@ -142,7 +154,7 @@ func Run(m *engine.Model, o Options) (*Report, error) {
 			pool := ops.NewPool(n)
 			st.pool = pool
 			for _, d := range depths {
-				rs, err := measureModes(m, pool, st, runs, tests(o, d), o.Reps)
+				rs, err := measureModes(m, pool, st, runs, tests(o, d), o.Reps, o.Progress)
 				if err != nil {
 					pool.Close()
 					return nil, err
@@ -282,12 +294,15 @@ func modePredictor(m *engine.Model, mode string, gpu bool) (predictors.Predictor
 
 // measureModes measures the runs' tests on pool, each test's repetitions
 // interleaved across the runs (after one warm-up of each).
-func measureModes(m *engine.Model, pool *ops.Pool, st *streamer, runs []modeRun, ts []test, reps int) ([][]Result, error) {
+func measureModes(m *engine.Model, pool *ops.Pool, st *streamer, runs []modeRun, ts []test, reps int, progress func(string)) ([][]Result, error) {
 	out := make([][]Result, len(runs))
 	for _, t := range ts {
 		samples := make([][]sample, len(runs))
 		for rep := -1; rep < reps; rep++ {
 			for i, r := range runs {
+				if progress != nil {
+					progress(fmt.Sprintf("%s %s -t %d", r.mode, t.name, pool.Threads()))
+				}
 				s, err := once(m, pool, st, r.pred, t, rep >= 0)
 				if err != nil {
 					return nil, err

@@ -91,8 +91,19 @@ func TestRunLists(t *testing.T) {
 	require.NoError(t, err)
 	m, err := engine.Load(path, "")
 	require.NoError(t, err)
-	rep, err := Run(m, Options{Prompts: []int{4, 0, 8}, Gens: []int{2}, PG: [][2]int{{4, 2}}, Depths: []int{0, 6}, Reps: 1, Threads: []int{1, 2}, Modes: []string{"dense", "oracle"}})
+	told := map[string]int{}
+	o := Options{Prompts: []int{4, 0, 8}, Gens: []int{2}, PG: [][2]int{{4, 2}}, Depths: []int{0, 6}, Reps: 1, Threads: []int{1, 2}, Modes: []string{"dense", "oracle"},
+		Progress: func(what string) { told[what]++ }}
+	rep, err := Run(m, o)
 	require.NoError(t, err)
+	// Progress hears of every run, the warm-up and one repetition of each
+	// of the 2 modes' 4 tests at 2 depths and 2 thread counts.
+	assert.Equal(t, 2*4*2*2*2, o.Runs())
+	assert.Len(t, told, 2*4*2*2)
+	for what, n := range told {
+		assert.Equal(t, 2, n, what)
+	}
+	assert.Contains(t, told, "oracle pp4+tg2 @ d6 -t 1")
 	type line struct {
 		mode, test           string
 		threads, p, g, depth int

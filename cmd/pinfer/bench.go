@@ -15,6 +15,7 @@ import (
 
 	"github.com/pinfer/pinfer/bench"
 	"github.com/pinfer/pinfer/engine"
+	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 )
 
@@ -25,6 +26,7 @@ func benchCmd() *cobra.Command {
 	var modes, format string
 	var prompts, gens, depths, threads string
 	var pgs []string
+	var progress bool
 	c := &cobra.Command{
 		Use:   "bench -m FILE",
 		Short: "Measure prefill and decode speed, dense against sparse in one run (llama-bench style)",
@@ -77,6 +79,20 @@ func benchCmd() *cobra.Command {
 			if g.budget > 0 {
 				o.Device = benchGPU(m, &mf, &g)
 			}
+			if progress {
+				bar := progressbar.NewOptions(o.Runs(),
+					progressbar.OptionSetWriter(os.Stderr),
+					progressbar.OptionShowCount(),
+					progressbar.OptionSetWidth(30),
+					progressbar.OptionOnCompletion(func() { fmt.Fprintln(os.Stderr) }))
+				started := 0
+				o.Progress = func(what string) {
+					bar.Describe(what)
+					bar.Set(started) // the runs done, not counting this one
+					started++
+				}
+				defer bar.Finish()
+			}
 			rep, err := bench.Run(m, o)
 			if err != nil {
 				return err
@@ -92,6 +108,7 @@ func benchCmd() *cobra.Command {
 	fl.StringVarP(&depths, "n-depth", "d", "0", "tokens already in the context when each test starts (prefilled, not timed), as llama-bench's -d; a list runs every test at each")
 	fl.StringVarP(&threads, "threads", "t", strconv.Itoa(runtime.NumCPU()), "CPU threads; a list runs every test at each")
 	fl.StringArrayVar(&pgs, "pg", nil, "P,G: a prompt of P tokens and G decode steps timed together (llama-bench's -pg); repeat for more")
+	fl.BoolVar(&progress, "progress", false, "show on stderr which test runs, and how many runs are left (llama-bench's --progress)")
 	fl.IntVarP(&o.Reps, "repetitions", "r", 5, "repetitions of each test")
 	fl.StringVar(&modes, "mode", "dense,sparse", "comma-separated: dense, sparse (the file's predictor), split (llama.cpp's -ngl layer split on the GPU, dense), hybrid (hot neurons on the GPU, the file's predictor), or a predictor name; if not given and the file has no predictor, dense alone")
 	fl.StringVarP(&format, "output", "o", "md", "md, json (one object), jsonl (a line a result) or csv, as llama-bench's -o")

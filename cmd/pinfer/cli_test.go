@@ -327,8 +327,10 @@ func TestBenchLists(t *testing.T) {
 		require.Equal(t, want[i], fmt.Sprintf("%s %s t%v p%v g%v", rec["mode"], rec["test"], rec["n_threads"], rec["n_prompt"], rec["n_gen"]))
 	}
 
-	out, stderr, code = pinfer(t, args...)
+	out, stderr, code = pinfer(t, append(args, "--progress")...)
 	require.Zero(t, code, stderr)
+	require.Contains(t, stderr, "(24/24)", "the bar counts each run, warm-ups too: 2 modes, 2 thread counts, 3 tests, 2 runs")
+	require.NotContains(t, out, "24/24", "the bar is on stderr")
 	median := tableMedians(t, out)
 	require.Len(t, median, len(want), out)
 	n := 0
