@@ -8,6 +8,7 @@ package bench
 import (
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/pinfer/pinfer/engine"
@@ -210,28 +211,34 @@ func Run(m *engine.Model, o Options) (*Report, error) {
 	for _, r := range results {
 		rep.Results = append(rep.Results, r...)
 	}
-	var streams []float64
-	most := 0
-	for _, r := range rep.Results {
-		most = max(most, r.Threads)
-	}
-	for _, r := range rep.Results {
-		if r.StreamGBps > 0 && r.Threads == most {
-			streams = append(streams, r.StreamGBps)
-		}
-	}
-	if len(streams) == 0 { // no decode test: measure once
-		pool := ops.NewPool(threads[len(threads)-1])
+	rep.StreamGBps = streamAtMost(rep.Results)
+	if rep.StreamGBps == 0 { // no decode test: measure once
+		pool := ops.NewPool(slices.Max(threads))
 		st.pool = pool
-		streams = append(streams, st.measure(5))
+		rep.StreamGBps = st.measure(5)
 		pool.Close()
 	}
-	rep.StreamGBps = median(streams)
 	rep.HugePages = -1
 	if frac, ok := m.File.HugePages(); ok {
 		rep.HugePages = frac
 	}
 	return rep, nil
+}
+
+// streamAtMost is the median of the decode lines' stream figures at the
+// most threads (0 if none has one).
+func streamAtMost(rs []Result) float64 {
+	most := 0
+	for _, r := range rs {
+		most = max(most, r.Threads)
+	}
+	var streams []float64
+	for _, r := range rs {
+		if r.StreamGBps > 0 && r.Threads == most {
+			streams = append(streams, r.StreamGBps)
+		}
+	}
+	return median(streams)
 }
 
 // A test is one line's work: a prompt of p tokens (g == 0), or g decode
