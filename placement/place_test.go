@@ -1,12 +1,12 @@
 package placement
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
 	"strconv"
 	"testing"
-	"time"
 )
 
 // value recomputes a plan's value from the model, independently of Place.
@@ -235,28 +235,42 @@ func sevenB(r *rand.Rand, layers int) *Model {
 	return m
 }
 
-func TestSevenBUnderASecond(t *testing.T) {
+// At a 7B's scale (32 layers of 11008 neurons, 352k items) the plan fits
+// each budget, recounts to its own Used and Value from the model's parts
+// and neuron rates, and a larger budget takes at least as many bytes per
+// token off the CPU. How fast it solves is BenchmarkPlace7B's (a speed
+// target is a benchmark's, not a timed test's).
+func TestSevenB(t *testing.T) {
 	m := sevenB(rand.New(rand.NewPCG(9, 9)), 32)
-	for _, frac := range []float64{0.1, 0.25, 0.5, 0.9} {
-		start := time.Now()
-		p := Place(m, uint64(frac*float64(m.Bytes())), Costs{})
-		el := time.Since(start)
+	last := -1.0
+	for _, frac := range budgets7B {
+		budget := uint64(frac * float64(m.Bytes()))
+		p := Place(m, budget, Costs{})
+		value, used := planValue(t, m, p)
 		n := 0
-		for _, l := range p.Layers {
-			n += len(l.GPU)
+		for _, lp := range p.Layers {
+			n += len(lp.GPU)
 		}
-		t.Logf("budget %.0f%% of %.2f GB: %d dense parts, %d neurons, %.1f%% of the CPU's bytes per token moved, in %v",
-			100*frac, float64(m.Bytes())/1e9, len(p.Dense), n, 100*p.Value/p.Total, el)
-		if el > time.Second {
-			t.Fatalf("7B placement took %v", el)
+		t.Logf("budget %.0f%% of %.2f GB: %d dense parts, %d neurons, %.1f%% of the CPU's bytes per token moved",
+			100*frac, float64(m.Bytes())/1e9, len(p.Dense), n, 100*p.Value/p.Total)
+		if used > budget || used != p.Used || math.Abs(value-p.Value) > 1e-9*value || p.Value < last {
+			t.Fatalf("budget %d: used %d (plan says %d), value %g (plan says %g), the last budget's %g", budget, used, p.Used, value, p.Value, last)
 		}
+		last = p.Value
 	}
 }
 
+var budgets7B = []float64{0.1, 0.25, 0.5, 0.9}
+
+// BenchmarkPlace7B: issue 7 asks for a 7B's placement in under a second.
 func BenchmarkPlace7B(b *testing.B) {
 	m := sevenB(rand.New(rand.NewPCG(9, 9)), 32)
-	budget := m.Bytes() / 2
-	for b.Loop() {
-		Place(m, budget, Costs{})
+	for _, frac := range budgets7B {
+		b.Run(fmt.Sprintf("%.0fpct", 100*frac), func(b *testing.B) {
+			budget := uint64(frac * float64(m.Bytes()))
+			for b.Loop() {
+				Place(m, budget, Costs{})
+			}
+		})
 	}
 }
