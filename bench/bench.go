@@ -72,6 +72,9 @@ type Result struct {
 	// second against its own figure.
 	StreamGBps float64 `json:"stream_gb_per_s,omitempty"`
 	OfStream   float64 `json:"of_stream,omitempty"`
+	// BoundTPS is the decode speed that the stream figure allows at these
+	// bytes per token: what no kernel can beat on this host.
+	BoundTPS   float64 `json:"bound_ts,omitempty"`
 	ActiveFrac float64 `json:"active_fraction,omitempty"` // mean over layers
 	Placed     string  `json:"gpu,omitempty"`             // what the mode put on the GPU
 }
@@ -472,6 +475,7 @@ func summary(m *engine.Model, pred predictors.Predictor, samples []sample, decod
 			ratios[i] = r.BytesPerToken * r.TokensPerSec[i] / 1e9 / s
 		}
 		r.StreamGBps, r.OfStream = median(streams), median(ratios)
+		r.BoundTPS = r.StreamGBps * 1e9 / r.BytesPerToken
 	}
 	return r
 }

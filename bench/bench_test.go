@@ -57,6 +57,7 @@ func TestRunCountsBytesAndStream(t *testing.T) {
 	assert.InDelta(t, dense.BytesPerToken*dense.Median/1e9, dense.GBPerSec, 1e-9)
 	assert.Greater(t, dense.StreamGBps, 0.0)
 	assert.Greater(t, dense.OfStream, 0.0)
+	assert.InDelta(t, dense.StreamGBps*1e9/dense.BytesPerToken, dense.BoundTPS, 1e-9*dense.BoundTPS, "the bound is the stream over the bytes per token")
 	assert.Equal(t, 0.0, byKey["dense/pp8"].StreamGBps, "prefill is not held against the stream")
 	// The oracle computes only firing neurons: fewer FFN bytes.
 	assert.Greater(t, oracle.ActiveFrac, 0.0)

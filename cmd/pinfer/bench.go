@@ -187,11 +187,11 @@ func csvFields(v reflect.Value, names, vals *[]string) {
 }
 
 func printTable(w io.Writer, m *engine.Model, r *bench.Report) {
-	fmt.Fprintf(w, "| model | size | params | backend | threads | mode | test | t/s | median | bytes/token | GB/s (%% of stream GB/s) |\n")
-	fmt.Fprintf(w, "| --- | ---: | ---: | --- | ---: | --- | --- | ---: | ---: | ---: | ---: |\n")
+	fmt.Fprintf(w, "| model | size | params | backend | threads | mode | test | t/s | median | bytes/token | GB/s (%% of stream GB/s) | bound t/s |\n")
+	fmt.Fprintf(w, "| --- | ---: | ---: | --- | ---: | --- | --- | ---: | ---: | ---: | ---: | ---: |\n")
 	name := filepath.Base(r.Model)
 	for _, x := range r.Results {
-		bpt, gbs, backend := "", "", r.Backend
+		bpt, gbs, bound, backend := "", "", "", r.Backend
 		if r.Repacked > 0 {
 			backend += ", q4_0 repacked"
 		}
@@ -202,6 +202,9 @@ func printTable(w io.Writer, m *engine.Model, r *bench.Report) {
 			bpt = fmt.Sprintf("%.2f GB", x.BytesPerToken/1e9)
 			gbs = fmt.Sprintf("%.1f (%.0f%% of %.1f)", x.GBPerSec, 100*x.OfStream, x.StreamGBps)
 		}
+		if x.BoundTPS > 0 {
+			bound = fmt.Sprintf("%.2f", x.BoundTPS)
+		}
 		if x.Placed != "" {
 			// Part of the reads come from GPU memory: the CPU's streaming
 			// read is no ceiling for them. (A mode that hands the step to
@@ -210,15 +213,16 @@ func printTable(w io.Writer, m *engine.Model, r *bench.Report) {
 			if x.BytesPerToken > 0 {
 				gbs = fmt.Sprintf("%.1f", x.GBPerSec)
 			}
+			bound = ""
 		}
 		mode := x.Mode
 		if x.Predictor != x.Mode {
 			mode += " (" + x.Predictor + ")"
 		}
-		fmt.Fprintf(w, "| %s | %.2f GiB | %.2f B | %s | %d | %s | %s | %.2f ± %.2f | %.2f | %s | %s |\n",
-			name, float64(r.SizeBytes)/(1<<30), float64(r.Params)/1e9, backend, x.Threads, mode, x.Test, x.Mean, x.SD, x.Median, bpt, gbs)
+		fmt.Fprintf(w, "| %s | %.2f GiB | %.2f B | %s | %d | %s | %s | %.2f ± %.2f | %.2f | %s | %s | %s |\n",
+			name, float64(r.SizeBytes)/(1<<30), float64(r.Params)/1e9, backend, x.Threads, mode, x.Test, x.Mean, x.SD, x.Median, bpt, gbs, bound)
 	}
-	fmt.Fprintf(w, "\nGB/s: decode's weight reads per second at the median; (%% of stream): median over repetitions of that repetition's reads against a streaming read measured around it (mean of just before and just after)\n")
+	fmt.Fprintf(w, "\nGB/s: decode's weight reads per second at the median; (%% of stream): median over repetitions of that repetition's reads against a streaming read measured around it (mean of just before and just after); bound t/s: the decode speed that stream allows at those bytes per token\n")
 	if r.HugePages >= 0 {
 		fmt.Fprintf(w, "weights in 2 MB pages: %.0f%% of those read (a file cached through a plain read or write keeps 4 KB pages until it leaves the page cache)\n", 100*r.HugePages)
 	}
