@@ -16,6 +16,9 @@ import (
 // oracle, and with a file's own fc1/fc2 predictor on q4_0 weights (the AVX
 // kernels' path), over an f32 and an f16 KV cache, on two threads.
 func TestDecodeAllocatesNothing(t *testing.T) {
+	if raceOn {
+		t.Skip("under -race sync.Pool drops pooled buffers at random; the count is the plain build's")
+	}
 	shakespeare, err := models.DefaultModelPath()
 	require.NoError(t, err)
 	gen := filepath.Join(t.TempDir(), "gen.gguf")
