@@ -14,7 +14,6 @@ import (
 	"strings"
 
 	"github.com/pinfer/pinfer/bench"
-	"github.com/pinfer/pinfer/engine"
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 )
@@ -25,10 +24,10 @@ func benchCmd() *cobra.Command {
 	var o bench.Options
 	var modes, format string
 	var prompts, gens, depths, threads string
-	var pgs []string
+	var pgs, files []string
 	var progress bool
 	c := &cobra.Command{
-		Use:   "bench -m FILE",
+		Use:   "bench -m FILE [-m FILE...]",
 		Short: "Measure prefill and decode speed, dense against sparse in one run (llama-bench style)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -65,42 +64,22 @@ func benchCmd() *cobra.Command {
 				}
 			}
 			mf.threads = slices.Max(o.Threads) // a hybrid mode's CPU side
-			m, err := mf.load()
-			if err != nil {
-				return err
+			if len(files) == 0 {
+				files = []string{""} // the built-in model
 			}
-			defer m.Close()
-			// The default modes on a file without a predictor (the built-in
-			// model's): dense alone, as llama-bench runs with no arguments.
-			if !cmd.Flags().Changed("mode") && !m.HasPredictor() {
-				o.Modes = []string{"dense"}
-				fmt.Fprintf(os.Stderr, "bench: %s carries no predictor (fc1/fc2), so only dense runs; name one to compare, e.g. --mode dense,oracle\n", m.File.Path)
-			}
-			if g.budget > 0 {
-				o.Device = benchGPU(m, &mf, &g)
-			}
-			if progress {
-				bar := progressbar.NewOptions(o.Runs(),
-					progressbar.OptionSetWriter(os.Stderr),
-					progressbar.OptionShowCount(),
-					progressbar.OptionSetWidth(30),
-					progressbar.OptionOnCompletion(func() { fmt.Fprintln(os.Stderr) }))
-				started := 0
-				o.Progress = func(what string) {
-					bar.Describe(what)
-					bar.Set(started) // the runs done, not counting this one
-					started++
+			var reps []*bench.Report
+			for _, file := range files {
+				mf.model = file
+				rep, err := benchOne(&mf, &g, o, !cmd.Flags().Changed("mode"), progress)
+				if err != nil {
+					return err
 				}
-				defer bar.Finish()
+				reps = append(reps, rep)
 			}
-			rep, err := bench.Run(m, o)
-			if err != nil {
-				return err
-			}
-			return printReport(os.Stdout, format, m, rep)
+			return printReports(os.Stdout, format, reps)
 		},
 	}
-	mf.addModel(c)
+	mf.addModel(c, &files)
 	g.add(c)
 	fl := c.Flags()
 	fl.StringVarP(&prompts, "n-prompt", "p", "64", "prompt tokens of the prefill test; a comma-separated list runs one test each, as llama-bench (0: none)")
@@ -117,10 +96,44 @@ func benchCmd() *cobra.Command {
 
 var benchFormats = []string{"md", "json", "jsonl", "csv"}
 
-// printReport writes rep to w in format: md, json, jsonl or csv. Each line
-// of jsonl and csv is a whole record, the report's head repeated, as
-// llama-bench writes them, so that lines from several runs can be joined.
-func printReport(w io.Writer, format string, m *engine.Model, rep *bench.Report) error {
+// benchOne loads the model that mf names and measures it. Where the modes
+// were not given and the file has no predictor (the built-in model), dense
+// runs alone, as llama-bench runs with no arguments.
+func benchOne(mf *modelFlags, g *gpuFlags, o bench.Options, defaultModes, progress bool) (*bench.Report, error) {
+	m, err := mf.load()
+	if err != nil {
+		return nil, err
+	}
+	defer m.Close()
+	if defaultModes && !m.HasPredictor() {
+		o.Modes = []string{"dense"}
+		fmt.Fprintf(os.Stderr, "bench: %s carries no predictor (fc1/fc2), so only dense runs; name one to compare, e.g. --mode dense,oracle\n", m.File.Path)
+	}
+	if g.budget > 0 {
+		o.Device = benchGPU(m, mf, g)
+	}
+	if progress {
+		bar := progressbar.NewOptions(o.Runs(),
+			progressbar.OptionSetWriter(os.Stderr),
+			progressbar.OptionShowCount(),
+			progressbar.OptionSetWidth(30),
+			progressbar.OptionOnCompletion(func() { fmt.Fprintln(os.Stderr) }))
+		started := 0
+		o.Progress = func(what string) {
+			bar.Describe(filepath.Base(m.File.Path) + " " + what)
+			bar.Set(started) // the runs done, not counting this one
+			started++
+		}
+		defer bar.Finish()
+	}
+	return bench.Run(m, o)
+}
+
+// printReports writes the reports (one a model) to w in format: md, json,
+// jsonl or csv. json is one object for one model, an array for several.
+// Each line of jsonl and csv is a whole record, the report's head repeated,
+// as llama-bench writes them, so that lines from several runs can be joined.
+func printReports(w io.Writer, format string, reps []*bench.Report) error {
 	type record struct {
 		bench.Head
 		bench.Result
@@ -129,12 +142,17 @@ func printReport(w io.Writer, format string, m *engine.Model, rep *bench.Report)
 	case "json":
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
-		return enc.Encode(rep)
+		if len(reps) == 1 {
+			return enc.Encode(reps[0])
+		}
+		return enc.Encode(reps)
 	case "jsonl":
 		enc := json.NewEncoder(w)
-		for _, r := range rep.Results {
-			if err := enc.Encode(record{rep.Head, r}); err != nil {
-				return err
+		for _, rep := range reps {
+			for _, r := range rep.Results {
+				if err := enc.Encode(record{rep.Head, r}); err != nil {
+					return err
+				}
 			}
 		}
 		return nil
@@ -145,17 +163,19 @@ func printReport(w io.Writer, format string, m *engine.Model, rep *bench.Report)
 		if err := cw.Write(head); err != nil {
 			return err
 		}
-		for _, r := range rep.Results {
-			head, row = head[:0], row[:0]
-			csvFields(reflect.ValueOf(record{rep.Head, r}), &head, &row)
-			if err := cw.Write(row); err != nil {
-				return err
+		for _, rep := range reps {
+			for _, r := range rep.Results {
+				head, row = head[:0], row[:0]
+				csvFields(reflect.ValueOf(record{rep.Head, r}), &head, &row)
+				if err := cw.Write(row); err != nil {
+					return err
+				}
 			}
 		}
 		cw.Flush()
 		return cw.Error()
 	}
-	printTable(w, m, rep)
+	printTable(w, reps)
 	return nil
 }
 
@@ -186,9 +206,36 @@ func csvFields(v reflect.Value, names, vals *[]string) {
 	}
 }
 
-func printTable(w io.Writer, m *engine.Model, r *bench.Report) {
+// printTable writes llama-bench's table, every model's lines in one, then
+// what each report says below it (its model's name first when several).
+func printTable(w io.Writer, reps []*bench.Report) {
 	fmt.Fprintf(w, "| model | size | params | backend | threads | mode | test | t/s | median | bytes/token | GB/s (%% of stream GB/s) | bound t/s |\n")
 	fmt.Fprintf(w, "| --- | ---: | ---: | --- | ---: | --- | --- | ---: | ---: | ---: | ---: | ---: |\n")
+	for _, r := range reps {
+		printRows(w, r)
+	}
+	fmt.Fprintf(w, "\nGB/s: decode's weight reads per second at the median; (%% of stream): median over repetitions of that repetition's reads against a streaming read measured around it (mean of just before and just after); bound t/s: the decode speed that stream allows at those bytes per token\n")
+	for _, r := range reps {
+		who := ""
+		if len(reps) > 1 {
+			who = filepath.Base(r.Model) + ": "
+		}
+		if r.HugePages >= 0 {
+			fmt.Fprintf(w, "%sweights in 2 MB pages: %.0f%% of those read (a file cached through a plain read or write keeps 4 KB pages until it leaves the page cache)\n", who, 100*r.HugePages)
+		}
+		for _, x := range r.Results {
+			if x.Placed != "" && x.Gen > 0 {
+				fmt.Fprintf(w, "%s%s: %s\n", who, x.Mode, x.Placed)
+			}
+		}
+		for _, l := range ratios(r.Results) {
+			fmt.Fprintln(w, who+l)
+		}
+	}
+}
+
+// printRows writes a report's lines of the table.
+func printRows(w io.Writer, r *bench.Report) {
 	name := filepath.Base(r.Model)
 	for _, x := range r.Results {
 		bpt, gbs, bound, backend := "", "", "", r.Backend
@@ -221,18 +268,6 @@ func printTable(w io.Writer, m *engine.Model, r *bench.Report) {
 		}
 		fmt.Fprintf(w, "| %s | %.2f GiB | %.2f B | %s | %d | %s | %s | %.2f ± %.2f | %.2f | %s | %s | %s |\n",
 			name, float64(r.SizeBytes)/(1<<30), float64(r.Params)/1e9, backend, x.Threads, mode, x.Test, x.Mean, x.SD, x.Median, bpt, gbs, bound)
-	}
-	fmt.Fprintf(w, "\nGB/s: decode's weight reads per second at the median; (%% of stream): median over repetitions of that repetition's reads against a streaming read measured around it (mean of just before and just after); bound t/s: the decode speed that stream allows at those bytes per token\n")
-	if r.HugePages >= 0 {
-		fmt.Fprintf(w, "weights in 2 MB pages: %.0f%% of those read (a file cached through a plain read or write keeps 4 KB pages until it leaves the page cache)\n", 100*r.HugePages)
-	}
-	for _, x := range r.Results {
-		if x.Placed != "" && x.Gen > 0 {
-			fmt.Fprintf(w, "%s: %s\n", x.Mode, x.Placed)
-		}
-	}
-	for _, l := range ratios(r.Results) {
-		fmt.Fprintln(w, l)
 	}
 }
 

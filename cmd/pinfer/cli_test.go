@@ -349,6 +349,54 @@ func TestBenchLists(t *testing.T) {
 	require.Equal(t, 2*2*2, n, "a prefill / decode line for each mode, prefill test and thread count:\n%s", out)
 }
 
+// -m again measures another model, as llama-bench does: one table, the
+// lines below it named by model, each file with its own default modes
+// (sparse only where it carries a predictor); json is an array of the
+// reports, and csv has every model's lines under one header.
+func TestBenchModels(t *testing.T) {
+	gen := filepath.Join(t.TempDir(), "q4.gguf")
+	_, stderr, code := pinfer(t, "gen", "--n-embd", "128", "--n-ff", "256", "--n-layer", "2", "--n-head", "4", "--n-kv-head", "4",
+		"--vocab", "512", "--rank", "32", "--type", "q4_0", "-o", gen)
+	require.Zero(t, code, stderr)
+	stories := fixtures.Path(t, "stories260K", "stories260K.gguf")
+	args := []string{"bench", "-m", gen, "-m", stories, "-p", "4", "-n", "2", "-r", "1"}
+
+	out, stderr, code := pinfer(t, append(args, "-o", "json")...)
+	require.Zero(t, code, stderr)
+	require.Contains(t, stderr, stories+" carries no predictor")
+	var reps []struct {
+		Model   string `json:"model"`
+		Results []struct {
+			Mode string `json:"mode"`
+			Test string `json:"test"`
+		} `json:"results"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &reps), out)
+	require.Len(t, reps, 2)
+	var got []string
+	for _, r := range reps {
+		for _, x := range r.Results {
+			got = append(got, filepath.Base(r.Model)+" "+x.Mode+" "+x.Test)
+		}
+	}
+	require.Equal(t, []string{"q4.gguf dense pp4", "q4.gguf dense tg2", "q4.gguf sparse pp4", "q4.gguf sparse tg2",
+		"stories260K.gguf dense pp4", "stories260K.gguf dense tg2"}, got)
+
+	out, stderr, code = pinfer(t, args...)
+	require.Zero(t, code, stderr)
+	require.Equal(t, 1, strings.Count(out, "| model |"), out)
+	require.Equal(t, 4, strings.Count(out, "\n| q4.gguf |"), out)
+	require.Equal(t, 2, strings.Count(out, "\n| stories260K.gguf |"), out)
+	require.Regexp(t, `(?m)^q4\.gguf: sparse / dense decode \(medians\): [0-9.]+x$`, out)
+	require.Regexp(t, `(?m)^stories260K\.gguf: dense prefill / decode per token \(medians\): [0-9.]+x$`, out)
+
+	out, stderr, code = pinfer(t, append(args, "-o", "csv")...)
+	require.Zero(t, code, stderr)
+	rows, err := csv.NewReader(strings.NewReader(out)).ReadAll()
+	require.NoError(t, err, out)
+	require.Len(t, rows, 1+len(got))
+}
+
 // On a CPU where it pays, a q4_0 file's whole-read matrices are repacked at
 // load, which bench reports; --no-repack keeps the file's layout.
 func TestBenchRepack(t *testing.T) {

@@ -28,13 +28,18 @@ type modelFlags struct {
 }
 
 func (f *modelFlags) add(c *cobra.Command) {
-	f.addModel(c)
+	f.addModel(c, nil)
 	c.Flags().IntVarP(&f.threads, "threads", "t", runtime.NumCPU(), "CPU threads")
 }
 
-// addModel adds the flags other than -t (bench takes a list of them).
-func (f *modelFlags) addModel(c *cobra.Command) {
-	c.Flags().StringVarP(&f.model, "model", "m", "", "GGUF model file (default: the built-in Shakespeare model)")
+// addModel adds the flags other than -t (bench takes a list of them); with
+// files, -m may be given again and again, each file going there.
+func (f *modelFlags) addModel(c *cobra.Command, files *[]string) {
+	if files != nil {
+		c.Flags().StringArrayVarP(files, "model", "m", nil, "GGUF model file; give -m again for more, each measured in turn, as llama-bench (default: the built-in Shakespeare model)")
+	} else {
+		c.Flags().StringVarP(&f.model, "model", "m", "", "GGUF model file (default: the built-in Shakespeare model)")
+	}
 	c.Flags().StringVarP(&f.graph, "graph", "g", "", "TOML graph file (default: the built-in graph matching the model)")
 	c.Flags().StringVar(&f.predictor, "predictor", "", "sparse FFN predictor: dense, oracle, mlp, static, or a plugin's .go file (default: mlp if the file has one, else dense)")
 	c.Flags().StringVar(&f.stats, "stats", "", "activation statistics from 'pinfer profile' (for static and plugins)")
