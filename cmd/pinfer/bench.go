@@ -90,7 +90,7 @@ func benchCmd() *cobra.Command {
 	fl.BoolVar(&progress, "progress", false, "show on stderr which test runs, and how many runs are left (llama-bench's --progress)")
 	fl.IntVarP(&o.Reps, "repetitions", "r", 5, "repetitions of each test")
 	fl.StringVar(&modes, "mode", "dense,sparse", "comma-separated: dense, sparse (the file's predictor), split (llama.cpp's -ngl layer split on the GPU, dense), hybrid (hot neurons on the GPU, the file's predictor), or a predictor name; if not given and the file has no predictor, dense alone")
-	fl.StringVarP(&format, "output", "o", "md", "md, json (one object), jsonl (a line a result) or csv, as llama-bench's -o")
+	fl.StringVarP(&format, "output", "o", "md", "md, json (one object; an array of them for several -m), jsonl (a line a result) or csv, as llama-bench's -o")
 	return c
 }
 
