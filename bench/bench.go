@@ -17,9 +17,10 @@ import (
 	"github.com/pinfer/pinfer/predictors"
 )
 
-// Options of one bench run. As llama-bench takes lists for -p, -n, -d and
-// -t, every test runs at every depth and thread count: Prompts are the
-// prefill tests and Gens the decode tests (a 0 is no test).
+// Options of one bench run. As llama-bench takes lists for -p, -n, -d, -t
+// and -ctk, every test runs at every depth, thread count and KV cache
+// type: Prompts are the prefill tests and Gens the decode tests (a 0 is no
+// test).
 type Options struct {
 	Prompts []int    // tokens of each prefill test
 	Gens    []int    // tokens of each decode test
@@ -29,8 +30,11 @@ type Options struct {
 	// that many positions' keys and values per token besides the weights.
 	// None: 0.
 	Depths  []int
-	Reps    int      // repetitions of each test
-	Threads []int    // CPU threads of each pass over the tests; none: all
+	Reps    int   // repetitions of each test
+	Threads []int // CPU threads of each pass over the tests; none: all
+	// KVTypes are the attention caches' element types to run every test
+	// with (llama-bench's -ctk); none: the model's.
+	KVTypes []ops.DType
 	Modes   []string // "dense", "sparse", "split", "hybrid", or a predictor name
 	// Device puts a mode's weights on the GPU before it is measured and
 	// takes them off after (release); it says what it placed. split (the
@@ -48,7 +52,7 @@ func (o *Options) Runs() int {
 	if reps <= 0 {
 		reps = 5
 	}
-	return len(o.Modes) * max(len(o.Threads), 1) * max(len(o.Depths), 1) * len(tests(*o, 0)) * (reps + 1)
+	return len(o.Modes) * max(len(o.KVTypes), 1) * max(len(o.Threads), 1) * max(len(o.Depths), 1) * len(tests(*o, 0)) * (reps + 1)
 }
 
 // Result is one line of the table.
@@ -57,6 +61,7 @@ type Result struct {
 	Predictor     string    `json:"predictor"`
 	Test          string    `json:"test"` // pp64, tg16, tg16 @ d512
 	Threads       int       `json:"n_threads"`
+	KVType        string    `json:"kv_type"` // the attention cache's element type: f32 or f16
 	Prompt        int       `json:"n_prompt"`
 	Gen           int       `json:"n_gen"`
 	Depth         int       `json:"n_depth"`
@@ -93,7 +98,6 @@ type Head struct {
 	Params    int64  `json:"params"`
 	Backend   string `json:"backend"`
 	Repacked  int64  `json:"repacked_bytes"` // q4_0 weights repacked at load (ops.PackAll)
-	KVType    string `json:"kv_type"`        // the attention cache's element type: f32 or f16
 	// HugePages is the part of the model file's resident bytes in 2 MB
 	// pages after the run (-1: the kernel does not say): with small pages
 	// every token's reads walk the page tables far more often.
@@ -141,7 +145,12 @@ func Run(m *engine.Model, o Options) (*Report, error) {
 	if len(depths) == 0 {
 		depths = []int{0}
 	}
-	rep := &Report{Head: Head{Model: m.File.Path, Backend: ops.Backend(), KVType: m.KVType.String()}}
+	rep := &Report{Head: Head{Model: m.File.Path, Backend: ops.Backend()}}
+	kvs := o.KVTypes
+	if len(kvs) == 0 {
+		kvs = []ops.DType{m.KVType}
+	}
+	defer func(kv ops.DType) { m.KVType = kv }(m.KVType)
 	for _, t := range m.File.Tensors {
 		rep.SizeBytes += int64(t.Size)
 		rep.Params += int64(t.Elems())
@@ -151,23 +160,26 @@ func Run(m *engine.Model, o Options) (*Report, error) {
 		return nil, err
 	}
 	defer st.close()
-	// every runs the tests at each thread count and depth for runs.
+	// every runs the tests at each KV type, thread count and depth for runs.
 	every := func(runs []modeRun) ([][]Result, error) {
 		out := make([][]Result, len(runs))
-		for _, n := range threads {
-			pool := ops.NewPool(n)
-			st.pool = pool
-			for _, d := range depths {
-				rs, err := measureModes(m, pool, st, runs, tests(o, d), o.Reps, o.Progress)
-				if err != nil {
-					pool.Close()
-					return nil, err
+		for _, kv := range kvs {
+			m.KVType = kv
+			for _, n := range threads {
+				pool := ops.NewPool(n)
+				st.pool = pool
+				for _, d := range depths {
+					rs, err := measureModes(m, pool, st, runs, tests(o, d), o.Reps, o.Progress)
+					if err != nil {
+						pool.Close()
+						return nil, err
+					}
+					for i := range rs {
+						out[i] = append(out[i], rs[i]...)
+					}
 				}
-				for i := range rs {
-					out[i] = append(out[i], rs[i]...)
-				}
+				pool.Close()
 			}
-			pool.Close()
 		}
 		return out, nil
 	}
@@ -311,7 +323,7 @@ func measureModes(m *engine.Model, pool *ops.Pool, st *streamer, runs []modeRun,
 		for rep := -1; rep < reps; rep++ {
 			for i, r := range runs {
 				if progress != nil {
-					progress(fmt.Sprintf("%s %s -t %d", r.mode, t.name, pool.Threads()))
+					progress(fmt.Sprintf("%s %s -t %d, KV %s", r.mode, t.name, pool.Threads(), m.KVType))
 				}
 				s, err := once(m, pool, st, r.pred, t, rep >= 0)
 				if err != nil {
@@ -325,7 +337,7 @@ func measureModes(m *engine.Model, pool *ops.Pool, st *streamer, runs []modeRun,
 		for i, r := range runs {
 			res := summary(m, r.pred, samples[i], t.g > 0 && !t.whole)
 			res.Mode, res.Test, res.Depth, res.Placed = r.mode, t.name, t.depth, r.placed
-			res.Threads, res.Prompt, res.Gen = pool.Threads(), t.p, t.g
+			res.Threads, res.Prompt, res.Gen, res.KVType = pool.Threads(), t.p, t.g, m.KVType.String()
 			if t.g > 0 && !t.whole {
 				res.Prompt = 0 // llama-bench's tg lines have n_prompt 0
 			}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/pinfer/pinfer/engine"
 	"github.com/pinfer/pinfer/models"
+	"github.com/pinfer/pinfer/ops"
 )
 
 // The built-in Shakespeare model, dense against the oracle predictor: the
@@ -84,8 +85,9 @@ func TestRunAtDepth(t *testing.T) {
 }
 
 // Lists, as llama-bench takes them: every prefill, decode and combined
-// (--pg) test at every depth and thread count, in that order within each
-// mode, each line carrying its own n_threads, n_prompt, n_gen and n_depth.
+// (--pg) test at every KV cache type, thread count and depth, in that order
+// within each mode, each line carrying its own kv_type, n_threads,
+// n_prompt, n_gen and n_depth; the model's own KV type is back after.
 // Bad items are refused by flag.
 func TestRunLists(t *testing.T) {
 	path, err := models.DefaultModelPath()
@@ -93,38 +95,41 @@ func TestRunLists(t *testing.T) {
 	m, err := engine.Load(path, "")
 	require.NoError(t, err)
 	told := map[string]int{}
-	o := Options{Prompts: []int{4, 0, 8}, Gens: []int{2}, PG: [][2]int{{4, 2}}, Depths: []int{0, 6}, Reps: 1, Threads: []int{1, 2}, Modes: []string{"dense", "oracle"},
-		Progress: func(what string) { told[what]++ }}
+	o := Options{Prompts: []int{4, 0, 8}, Gens: []int{2}, PG: [][2]int{{4, 2}}, Depths: []int{0, 6}, Reps: 1, Threads: []int{1, 2},
+		KVTypes: []ops.DType{ops.F16, ops.F32}, Modes: []string{"dense", "oracle"}, Progress: func(what string) { told[what]++ }}
 	rep, err := Run(m, o)
 	require.NoError(t, err)
+	assert.Equal(t, ops.F32, m.KVType, "the model's KV type is back")
 	// Progress hears of every run, the warm-up and one repetition of each
-	// of the 2 modes' 4 tests at 2 depths and 2 thread counts.
-	assert.Equal(t, 2*4*2*2*2, o.Runs())
-	assert.Len(t, told, 2*4*2*2)
+	// of the 2 modes' 4 tests at 2 depths, 2 thread counts and 2 KV types.
+	assert.Equal(t, 2*4*2*2*2*2, o.Runs())
+	assert.Len(t, told, 2*4*2*2*2)
 	for what, n := range told {
 		assert.Equal(t, 2, n, what)
 	}
-	assert.Contains(t, told, "oracle pp4+tg2 @ d6 -t 1")
+	assert.Contains(t, told, "oracle pp4+tg2 @ d6 -t 1, KV f16")
 	type line struct {
-		mode, test           string
+		mode, test, kv       string
 		threads, p, g, depth int
 	}
 	var got, want []line
 	for _, r := range rep.Results {
-		got = append(got, line{r.Mode, r.Test, r.Threads, r.Prompt, r.Gen, r.Depth})
+		got = append(got, line{r.Mode, r.Test, r.KVType, r.Threads, r.Prompt, r.Gen, r.Depth})
 	}
 	for _, mode := range []string{"dense", "oracle"} {
-		for _, th := range []int{1, 2} {
-			for _, d := range []int{0, 6} {
-				suffix := ""
-				if d > 0 {
-					suffix = " @ d6"
+		for _, kv := range []string{"f16", "f32"} {
+			for _, th := range []int{1, 2} {
+				for _, d := range []int{0, 6} {
+					suffix := ""
+					if d > 0 {
+						suffix = " @ d6"
+					}
+					want = append(want,
+						line{mode, "pp4" + suffix, kv, th, 4, 0, d},
+						line{mode, "pp8" + suffix, kv, th, 8, 0, d},
+						line{mode, "tg2" + suffix, kv, th, 0, 2, d},
+						line{mode, "pp4+tg2" + suffix, kv, th, 4, 2, d})
 				}
-				want = append(want,
-					line{mode, "pp4" + suffix, th, 4, 0, d},
-					line{mode, "pp8" + suffix, th, 8, 0, d},
-					line{mode, "tg2" + suffix, th, 0, 2, d},
-					line{mode, "pp4+tg2" + suffix, th, 4, 2, d})
 			}
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/pinfer/pinfer/bench"
+	"github.com/pinfer/pinfer/engine"
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 )
@@ -63,6 +64,17 @@ func benchCmd() *cobra.Command {
 					return fmt.Errorf("bench: --mode %q: a mode is empty", modes)
 				}
 			}
+			for _, k := range strings.Split(mf.kvType, ",") {
+				if strings.TrimSpace(k) == "" {
+					return fmt.Errorf("bench: --kv-type %q: an empty item between commas", mf.kvType)
+				}
+				t, err := engine.ParseKVType(strings.TrimSpace(k))
+				if err != nil {
+					return fmt.Errorf("bench: %v", err)
+				}
+				o.KVTypes = append(o.KVTypes, t)
+			}
+			mf.kvType = o.KVTypes[0].String()  // load takes one; Run sets each in turn
 			mf.threads = slices.Max(o.Threads) // a hybrid mode's CPU side
 			if len(files) == 0 {
 				files = []string{""} // the built-in model
@@ -82,6 +94,7 @@ func benchCmd() *cobra.Command {
 	mf.addModel(c, &files)
 	g.add(c)
 	fl := c.Flags()
+	fl.Lookup("kv-type").Usage += "; a comma-separated list runs every test at each (llama-bench's -ctk)"
 	fl.StringVarP(&prompts, "n-prompt", "p", "64", "prompt tokens of the prefill test; a comma-separated list runs one test each, as llama-bench (0: none)")
 	fl.StringVarP(&gens, "n-gen", "n", "16", "tokens of the decode test; a list runs one test each (0: none)")
 	fl.StringVarP(&depths, "n-depth", "d", "0", "tokens already in the context when each test starts (prefilled, not timed), as llama-bench's -d; a list runs every test at each")
@@ -242,8 +255,8 @@ func printRows(w io.Writer, r *bench.Report) {
 		if r.Repacked > 0 {
 			backend += ", q4_0 repacked"
 		}
-		if r.KVType != "f32" {
-			backend += ", KV " + r.KVType // as llama-bench shows a non-default type_k
+		if x.KVType != "f32" {
+			backend += ", KV " + x.KVType // as llama-bench shows a non-default type_k
 		}
 		if x.BytesPerToken > 0 {
 			bpt = fmt.Sprintf("%.2f GB", x.BytesPerToken/1e9)
@@ -277,12 +290,12 @@ func printRows(w io.Writer, r *bench.Report) {
 // one prefill and one decode test at one thread count they read as they
 // always have; with lists, each line names its tests.
 func ratios(rs []bench.Result) []string {
-	threads, pps, tgs := map[int]bool{}, map[string]bool{}, map[string]bool{}
+	threads, kvs, pps, tgs := map[int]bool{}, map[string]bool{}, map[string]bool{}, map[string]bool{}
 	var modes []string
 	pp := func(x bench.Result) bool { return x.Gen == 0 }
 	tg := func(x bench.Result) bool { return x.Gen > 0 && x.Prompt == 0 } // not a --pg test
 	for _, x := range rs {
-		threads[x.Threads] = true
+		threads[x.Threads], kvs[x.KVType] = true, true
 		if tg(x) {
 			tgs[x.Test] = true
 		} else if pp(x) {
@@ -292,19 +305,26 @@ func ratios(rs []bench.Result) []string {
 			modes = append(modes, x.Mode)
 		}
 	}
-	many := len(threads) > 1 || len(pps) > 1 || len(tgs) > 1
-	which := func(test string, threads int) string {
-		if !many {
-			return ""
+	many := len(threads) > 1 || len(kvs) > 1 || len(pps) > 1 || len(tgs) > 1
+	// at names a pair's threads, and its KV type when the run had several.
+	at := func(x bench.Result) string {
+		s := ", " + nThreads(x.Threads)
+		if len(kvs) > 1 {
+			s += ", KV " + x.KVType
 		}
-		return fmt.Sprintf(", %s, %s", test, nThreads(threads))
+		return s
 	}
+	same := func(a, b bench.Result) bool { return a.Threads == b.Threads && a.KVType == b.KVType }
 	var out []string
 	for _, q := range [][2]string{{"sparse", "dense"}, {"hybrid", "split"}, {"hybrid", "sparse"}} {
 		for _, a := range rs {
 			for _, b := range rs {
-				if a.Mode == q[0] && b.Mode == q[1] && tg(a) && a.Test == b.Test && a.Threads == b.Threads && a.Median > 0 && b.Median > 0 {
-					out = append(out, fmt.Sprintf("%s / %s decode (medians%s): %.2fx", q[0], q[1], which(a.Test, a.Threads), a.Median/b.Median))
+				if a.Mode == q[0] && b.Mode == q[1] && tg(a) && a.Test == b.Test && same(a, b) && a.Median > 0 && b.Median > 0 {
+					label := ""
+					if many {
+						label = ", " + a.Test + at(a)
+					}
+					out = append(out, fmt.Sprintf("%s / %s decode (medians%s): %.2fx", q[0], q[1], label, a.Median/b.Median))
 				}
 			}
 		}
@@ -312,12 +332,12 @@ func ratios(rs []bench.Result) []string {
 	for _, m := range modes {
 		for _, a := range rs {
 			for _, b := range rs {
-				if a.Mode != m || b.Mode != m || !pp(a) || !tg(b) || a.Threads != b.Threads || a.Depth != b.Depth || a.Median <= 0 || b.Median <= 0 {
+				if a.Mode != m || b.Mode != m || !pp(a) || !tg(b) || !same(a, b) || a.Depth != b.Depth || a.Median <= 0 || b.Median <= 0 {
 					continue
 				}
 				label := ""
 				if many {
-					label = fmt.Sprintf(", %s against %s, %s", a.Test, b.Test, nThreads(a.Threads))
+					label = fmt.Sprintf(", %s against %s%s", a.Test, b.Test, at(a))
 				}
 				out = append(out, fmt.Sprintf("%s prefill / decode per token (medians%s): %.2fx", m, label, a.Median/b.Median))
 			}

@@ -41,4 +41,14 @@ func TestBenchRatioLines(t *testing.T) {
 		"sparse / dense decode (medians, tg16 @ d512, 2 threads): 2.00x",
 		"sparse prefill / decode per token (medians, pp64 against tg16, 2 threads): 4.00x",
 	}, ratios(many))
+
+	kv := func(x bench.Result, t string) bench.Result { x.KVType = t; return x }
+	kvs := []bench.Result{
+		kv(line("dense", "tg16", 2, 16, 0, 4), "f32"), kv(line("dense", "tg16", 2, 16, 0, 5), "f16"),
+		kv(line("sparse", "tg16", 2, 16, 0, 8), "f32"), kv(line("sparse", "tg16", 2, 16, 0, 15), "f16"),
+	}
+	assert.Equal(t, []string{
+		"sparse / dense decode (medians, tg16, 2 threads, KV f32): 2.00x",
+		"sparse / dense decode (medians, tg16, 2 threads, KV f16): 3.00x",
+	}, ratios(kvs))
 }

@@ -259,18 +259,20 @@ func TestBenchDefaultsAndBadFlags(t *testing.T) {
 	require.Contains(t, out, "| dense | tg2 |")
 	require.NotContains(t, out, "sparse")
 	for args, want := range map[string]string{
-		"-r 0":          "bench: -r 0: want at least 1 repetition",
-		"-r -2":         "bench: -r -2: want at least 1 repetition",
-		"--mode dense,": `bench: --mode "dense,": a mode is empty`,
-		"--mode sparse": "carries no predictor",
-		"-n -1":         "bench: -n -1: want at least 0",
-		"-d 0,-3":       "bench: -d -3: want at least 0",
-		"-o xml":        `bench: -o "xml": want one of md, json, jsonl, csv`,
-		"-p 4,,8":       `bench: -p "4,,8": an empty item between commas`,
-		"-t 0":          "bench: -t 0: want at least 1",
-		"-t 1,x":        `bench: -t "1,x": "x" is not an integer`,
-		"--pg 64":       `bench: --pg "64": want two counts`,
-		"--pg 64,0":     "bench: --pg 64,0: want a prompt and a decode of at least 1 token each",
+		"-r 0":               "bench: -r 0: want at least 1 repetition",
+		"-r -2":              "bench: -r -2: want at least 1 repetition",
+		"--mode dense,":      `bench: --mode "dense,": a mode is empty`,
+		"--mode sparse":      "carries no predictor",
+		"-n -1":              "bench: -n -1: want at least 0",
+		"-d 0,-3":            "bench: -d -3: want at least 0",
+		"-o xml":             `bench: -o "xml": want one of md, json, jsonl, csv`,
+		"-p 4,,8":            `bench: -p "4,,8": an empty item between commas`,
+		"-t 0":               "bench: -t 0: want at least 1",
+		"-t 1,x":             `bench: -t "1,x": "x" is not an integer`,
+		"--pg 64":            `bench: --pg "64": want two counts`,
+		"--pg 64,0":          "bench: --pg 64,0: want a prompt and a decode of at least 1 token each",
+		"--kv-type f32,":     `bench: --kv-type "f32,": an empty item between commas`,
+		"--kv-type f16,q8_0": `bench: --kv-type "q8_0": want f32 or f16`,
 	} {
 		_, stderr, code := pinfer(t, append([]string{"bench", "-p", "4", "-n", "2"}, strings.Fields(args)...)...)
 		require.NotZero(t, code, args)
@@ -347,6 +349,30 @@ func TestBenchLists(t *testing.T) {
 		require.InDelta(t, want, got, 0.01*want+0.005, line)
 	}
 	require.Equal(t, 2*2*2, n, "a prefill / decode line for each mode, prefill test and thread count:\n%s", out)
+}
+
+// --kv-type takes a list too (llama-bench's -ctk): each test at each type,
+// the line saying which, and the table's backend naming a type other than
+// f32, as llama-bench names a non-default type_k.
+func TestBenchKVTypes(t *testing.T) {
+	args := []string{"bench", "-p", "0", "-n", "2", "-r", "1", "--kv-type", "f16,f32"}
+	out, stderr, code := pinfer(t, append(args, "-o", "jsonl")...)
+	require.Zero(t, code, stderr)
+	var kvs []string
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		var rec struct {
+			KV   string `json:"kv_type"`
+			Test string `json:"test"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(l), &rec), l)
+		kvs = append(kvs, rec.KV+" "+rec.Test)
+	}
+	require.Equal(t, []string{"f16 tg2", "f32 tg2"}, kvs)
+
+	out, stderr, code = pinfer(t, args...)
+	require.Zero(t, code, stderr)
+	require.Equal(t, 1, strings.Count(out, "), KV f16 |"), out)
+	require.Equal(t, 2, strings.Count(out, "| dense | tg2 |"), out)
 }
 
 // -m again measures another model, as llama-bench does: one table, the
