@@ -23,9 +23,9 @@ func benchCmd() *cobra.Command {
 	var mf modelFlags
 	var g gpuFlags
 	var o bench.Options
-	var modes, format string
-	var prompts, gens, depths, threads string
-	var pgs, files []string
+	var a benchArgs
+	var format string
+	var files []string
 	var progress bool
 	c := &cobra.Command{
 		Use:   "bench -m FILE [-m FILE...]",
@@ -35,44 +35,8 @@ func benchCmd() *cobra.Command {
 			if !slices.Contains(benchFormats, format) {
 				return fmt.Errorf("bench: -o %q: want one of %s", format, strings.Join(benchFormats, ", "))
 			}
-			for _, l := range []struct {
-				flag, s string
-				v       *[]int
-			}{{"-p", prompts, &o.Prompts}, {"-n", gens, &o.Gens}, {"-d", depths, &o.Depths}, {"-t", threads, &o.Threads}} {
-				v, err := intList("bench: "+l.flag, l.s)
-				if err != nil {
-					return err
-				}
-				*l.v = v
-			}
-			for _, s := range pgs {
-				v, err := intList("bench: --pg", s)
-				if err != nil {
-					return err
-				}
-				if len(v) != 2 {
-					return fmt.Errorf("bench: --pg %q: want two counts, prompt and decode tokens, e.g. 512,128", s)
-				}
-				o.PG = append(o.PG, [2]int{v[0], v[1]})
-			}
-			if err := o.Check(); err != nil {
+			if err := a.parse(&o, mf.kvType); err != nil {
 				return err
-			}
-			o.Modes = strings.Split(modes, ",")
-			for _, mode := range o.Modes {
-				if strings.TrimSpace(mode) == "" {
-					return fmt.Errorf("bench: --mode %q: a mode is empty", modes)
-				}
-			}
-			for _, k := range strings.Split(mf.kvType, ",") {
-				if strings.TrimSpace(k) == "" {
-					return fmt.Errorf("bench: --kv-type %q: an empty item between commas", mf.kvType)
-				}
-				t, err := engine.ParseKVType(strings.TrimSpace(k))
-				if err != nil {
-					return fmt.Errorf("bench: %v", err)
-				}
-				o.KVTypes = append(o.KVTypes, t)
 			}
 			mf.kvType = o.KVTypes[0].String()  // load takes one; Run sets each in turn
 			mf.threads = slices.Max(o.Threads) // a hybrid mode's CPU side
@@ -95,19 +59,71 @@ func benchCmd() *cobra.Command {
 	g.add(c)
 	fl := c.Flags()
 	fl.Lookup("kv-type").Usage += "; a comma-separated list runs every test at each (llama-bench's -ctk)"
-	fl.StringVarP(&prompts, "n-prompt", "p", "64", "prompt tokens of the prefill test; a comma-separated list runs one test each, as llama-bench (0: none)")
-	fl.StringVarP(&gens, "n-gen", "n", "16", "tokens of the decode test; a list runs one test each (0: none)")
-	fl.StringVarP(&depths, "n-depth", "d", "0", "tokens already in the context when each test starts (prefilled, not timed), as llama-bench's -d; a list runs every test at each")
-	fl.StringVarP(&threads, "threads", "t", strconv.Itoa(runtime.NumCPU()), "CPU threads; a list runs every test at each")
-	fl.StringArrayVar(&pgs, "pg", nil, "P,G: a prompt of P tokens and G decode steps timed together (llama-bench's -pg); repeat for more")
+	fl.StringVarP(&a.prompts, "n-prompt", "p", "64", "prompt tokens of the prefill test; a comma-separated list runs one test each, as llama-bench (0: none)")
+	fl.StringVarP(&a.gens, "n-gen", "n", "16", "tokens of the decode test; a list runs one test each (0: none)")
+	fl.StringVarP(&a.depths, "n-depth", "d", "0", "tokens already in the context when each test starts (prefilled, not timed), as llama-bench's -d; a list runs every test at each")
+	fl.StringVarP(&a.threads, "threads", "t", strconv.Itoa(runtime.NumCPU()), "CPU threads; a list runs every test at each")
+	fl.StringArrayVar(&a.pgs, "pg", nil, "P,G: a prompt of P tokens and G decode steps timed together (llama-bench's -pg); repeat for more")
 	fl.BoolVar(&progress, "progress", false, "show on stderr which test runs, and how many runs are left (llama-bench's --progress)")
 	fl.IntVarP(&o.Reps, "repetitions", "r", 5, "repetitions of each test")
-	fl.StringVar(&modes, "mode", "dense,sparse", "comma-separated: dense, sparse (the file's predictor), split (llama.cpp's -ngl layer split on the GPU, dense), hybrid (hot neurons on the GPU, the file's predictor), or a predictor name; if not given and the file has no predictor, dense alone")
+	fl.StringVar(&a.modes, "mode", "dense,sparse", "comma-separated: dense, sparse (the file's predictor), split (llama.cpp's -ngl layer split on the GPU, dense), hybrid (hot neurons on the GPU, the file's predictor), or a predictor name; if not given and the file has no predictor, dense alone")
 	fl.StringVarP(&format, "output", "o", "md", "md, json (one object; an array of them for several -m), jsonl (a line a result) or csv, as llama-bench's -o")
 	return c
 }
 
 var benchFormats = []string{"md", "json", "jsonl", "csv"}
+
+// benchArgs are bench's flags that hold lists, as given.
+type benchArgs struct {
+	prompts, gens, depths, threads, modes string
+	pgs                                   []string
+}
+
+// parse sets o's lists from the flags (and the KV types from kv, the
+// --kv-type flag, which bench reads as a list), each item checked.
+func (a *benchArgs) parse(o *bench.Options, kv string) error {
+	for _, l := range []struct {
+		flag, s string
+		v       *[]int
+	}{{"-p", a.prompts, &o.Prompts}, {"-n", a.gens, &o.Gens}, {"-d", a.depths, &o.Depths}, {"-t", a.threads, &o.Threads}} {
+		v, err := intList("bench: "+l.flag, l.s)
+		if err != nil {
+			return err
+		}
+		*l.v = v
+	}
+	for _, s := range a.pgs {
+		v, err := intList("bench: --pg", s)
+		if err != nil {
+			return err
+		}
+		if len(v) != 2 {
+			return fmt.Errorf("bench: --pg %q: want two counts, prompt and decode tokens, e.g. 512,128", s)
+		}
+		o.PG = append(o.PG, [2]int{v[0], v[1]})
+	}
+	if err := o.Check(); err != nil {
+		return err
+	}
+	o.Modes = strings.Split(a.modes, ",")
+	for _, mode := range o.Modes {
+		if strings.TrimSpace(mode) == "" {
+			return fmt.Errorf("bench: --mode %q: a mode is empty", a.modes)
+		}
+	}
+	kvs, err := listItems("bench: --kv-type", kv)
+	if err != nil {
+		return err
+	}
+	for _, k := range kvs {
+		t, err := engine.ParseKVType(k)
+		if err != nil {
+			return fmt.Errorf("bench: %v", err)
+		}
+		o.KVTypes = append(o.KVTypes, t)
+	}
+	return nil
+}
 
 // benchOne loads the model that mf names and measures it. Where the modes
 // were not given and the file has no predictor (the built-in model), dense
