@@ -48,11 +48,15 @@ type Options struct {
 
 // Runs is how many times Run will run a test, warm-ups included.
 func (o *Options) Runs() int {
-	reps := o.Reps
-	if reps <= 0 {
-		reps = 5
+	return len(o.Modes) * max(len(o.KVTypes), 1) * max(len(o.Threads), 1) * max(len(o.Depths), 1) * len(tests(*o, 0)) * (o.reps() + 1)
+}
+
+// reps is Reps, or its default for 0.
+func (o *Options) reps() int {
+	if o.Reps <= 0 {
+		return 5
 	}
-	return len(o.Modes) * max(len(o.KVTypes), 1) * max(len(o.Threads), 1) * max(len(o.Depths), 1) * len(tests(*o, 0)) * (reps + 1)
+	return o.Reps
 }
 
 // Result is one line of the table.
@@ -132,9 +136,7 @@ func (o *Options) Check() error {
 
 // Run measures m.
 func Run(m *engine.Model, o Options) (*Report, error) {
-	if o.Reps <= 0 {
-		o.Reps = 5
-	}
+	o.Reps = o.reps()
 	if err := o.Check(); err != nil {
 		return nil, err
 	}
@@ -163,22 +165,26 @@ func Run(m *engine.Model, o Options) (*Report, error) {
 	// every runs the tests at each KV type, thread count and depth for runs.
 	every := func(runs []modeRun) ([][]Result, error) {
 		out := make([][]Result, len(runs))
+		measure := func(n int) error {
+			pool := ops.NewPool(n)
+			defer pool.Close()
+			for _, d := range depths {
+				rs, err := measureModes(m, pool, st, runs, tests(o, d), o.Reps, o.Progress)
+				if err != nil {
+					return err
+				}
+				for i := range rs {
+					out[i] = append(out[i], rs[i]...)
+				}
+			}
+			return nil
+		}
 		for _, kv := range kvs {
 			m.KVType = kv
 			for _, n := range threads {
-				pool := ops.NewPool(n)
-				st.pool = pool
-				for _, d := range depths {
-					rs, err := measureModes(m, pool, st, runs, tests(o, d), o.Reps, o.Progress)
-					if err != nil {
-						pool.Close()
-						return nil, err
-					}
-					for i := range rs {
-						out[i] = append(out[i], rs[i]...)
-					}
+				if err := measure(n); err != nil {
+					return nil, err
 				}
-				pool.Close()
 			}
 		}
 		return out, nil
@@ -229,8 +235,7 @@ func Run(m *engine.Model, o Options) (*Report, error) {
 	rep.StreamGBps = streamAtMost(rep.Results)
 	if rep.StreamGBps == 0 { // no decode test: measure once
 		pool := ops.NewPool(slices.Max(threads))
-		st.pool = pool
-		rep.StreamGBps = st.measure(5)
+		rep.StreamGBps = st.measure(pool, 5)
 		pool.Close()
 	}
 	rep.HugePages = -1
@@ -264,6 +269,10 @@ type test struct {
 	whole       bool
 	name        string
 }
+
+// decode says whether the test times decode steps alone: the lines held
+// against the stream and counted in bytes per token.
+func (t test) decode() bool { return t.g > 0 && !t.whole }
 
 // tests are the prefill tests, then the decode tests, at depth d.
 func tests(o Options, d int) []test {
@@ -335,10 +344,10 @@ func measureModes(m *engine.Model, pool *ops.Pool, st *streamer, runs []modeRun,
 			}
 		}
 		for i, r := range runs {
-			res := summary(m, r.pred, samples[i], t.g > 0 && !t.whole)
+			res := summary(m, r.pred, samples[i], t.decode())
 			res.Mode, res.Test, res.Depth, res.Placed = r.mode, t.name, t.depth, r.placed
 			res.Threads, res.Prompt, res.Gen, res.KVType = pool.Threads(), t.p, t.g, m.KVType.String()
-			if t.g > 0 && !t.whole {
+			if t.decode() {
 				res.Prompt = 0 // llama-bench's tg lines have n_prompt 0
 			}
 			out[i] = append(out[i], *res)
@@ -382,14 +391,14 @@ func once(m *engine.Model, pool *ops.Pool, st *streamer, pred predictors.Predict
 	for i := range prompt {
 		prompt[i] = (i*7919 + 13) % m.Prog.Vocab
 	}
-	bracket = bracket && g > 0 && !t.whole
+	bracket = bracket && t.decode()
 	var before float64
 	if bracket {
-		before = st.measure(3)
+		before = st.measure(pool, 3)
 	}
 	sess := m.NewSession(depth+p+g+1, pool)
 	sess.SetPredictor(pred)
-	if depth == 0 && (g == 0 || t.whole) {
+	if depth == 0 && !t.decode() {
 		// A session makes its KV caches on its first Forward (for a short
 		// context 64 huge-page slices of a 7B, ~8% of a 64-token prompt's
 		// time on a 2-core host). llama-bench, too, times a prompt on a
@@ -413,7 +422,7 @@ func once(m *engine.Model, pool *ops.Pool, st *streamer, pred predictors.Predict
 	}
 	if g > 0 {
 		sess.Runner().Stats = graph.NewStats(m.Prog)
-		if !t.whole {
+		if t.decode() {
 			start = time.Now()
 		}
 		for i := 0; i < g; i++ {
@@ -433,7 +442,7 @@ func once(m *engine.Model, pool *ops.Pool, st *streamer, pred predictors.Predict
 	}
 	s.tps = float64(n) / el
 	if bracket {
-		s.stream = (before + st.measure(3)) / 2
+		s.stream = (before + st.measure(pool, 3)) / 2
 	}
 	if g > 0 && len(m.Prog.Layers) > 0 {
 		layers := make([]Reads, len(m.Prog.Layers))

@@ -11,16 +11,14 @@ import (
 
 // A streamer measures how fast this machine streams memory with the
 // engine's own fastest read kernel, on a buffer far larger than the caches,
-// split over the pool's threads: the ceiling decode speed is held against.
+// split over a pool's threads: the ceiling decode speed is held against.
 // A shared machine's bandwidth drifts by tens of percent within a minute, so
 // bench measures it next to every decode repetition rather than once.
 type streamer struct {
-	pool  *ops.Pool
 	buf   []float32
 	close func()
 }
 
-// newStreamer makes the buffer; Run sets pool before each measure.
 func newStreamer() (*streamer, error) {
 	// Huge pages, as the weights get (gguf maps them advised), so the bound
 	// is not the weaker read of a buffer in 4 KB pages.
@@ -34,12 +32,13 @@ func newStreamer() (*streamer, error) {
 	return &streamer{buf: buf, close: free}, nil
 }
 
-// measure returns the median of passes reads of the buffer, in GB/s.
-func (s *streamer) measure(passes int) float64 {
+// measure returns the median of passes reads of the buffer on pool's
+// threads, in GB/s.
+func (s *streamer) measure(pool *ops.Pool, passes int) float64 {
 	rates := make([]float64, 0, passes)
 	for range passes {
 		start := time.Now()
-		s.pool.Run(len(s.buf), func(lo, hi int) { ops.Sum(s.buf[lo:hi]) })
+		pool.Run(len(s.buf), func(lo, hi int) { ops.Sum(s.buf[lo:hi]) })
 		rates = append(rates, float64(4*len(s.buf))/time.Since(start).Seconds()/1e9)
 	}
 	return median(rates)

@@ -17,21 +17,33 @@ func withKV(t *testing.T, kv map[string]any) string {
 	f, err := gguf.Open(fixtures.Path(t, "stories260K", "stories260K.gguf"))
 	require.NoError(t, err)
 	defer f.Close()
+	path := filepath.Join(t.TempDir(), "m.gguf")
+	require.NoError(t, writeWithKV(f, path, kv))
+	return path
+}
+
+// writeWithKV writes src to path with kv's values in place of its own, in
+// src's order, and kv's other keys after them.
+func writeWithKV(src *gguf.File, path string, kv map[string]any) error {
 	w := gguf.NewWriter()
-	for _, x := range f.KVs {
-		require.NoError(t, w.Set(x.Key, x.Value))
+	for _, x := range src.KVs {
+		if err := w.Set(x.Key, x.Value); err != nil {
+			return err
+		}
 	}
 	for k, v := range kv {
-		require.NoError(t, w.Set(k, v))
+		if err := w.Set(k, v); err != nil {
+			return err
+		}
 	}
-	for i := range f.Tensors {
-		ti := &f.Tensors[i]
-		data := f.Data(ti)
-		require.NoError(t, w.AddTensor(ti.Name, ti.Type, ti.Dims, func(o io.Writer) error { _, err := o.Write(data); return err }))
+	for i := range src.Tensors {
+		ti := &src.Tensors[i]
+		data := src.Data(ti)
+		if err := w.AddTensor(ti.Name, ti.Type, ti.Dims, func(o io.Writer) error { _, err := o.Write(data); return err }); err != nil {
+			return err
+		}
 	}
-	path := filepath.Join(t.TempDir(), "m.gguf")
-	require.NoError(t, w.WriteFile(path, nil))
-	return path
+	return w.WriteFile(path, nil)
 }
 
 // Metadata that contradicts the tensors, or that would make every value

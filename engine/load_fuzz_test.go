@@ -2,7 +2,6 @@ package engine
 
 import (
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -57,24 +56,7 @@ func FuzzLoadMetadata(f *testing.F) {
 		default:
 			v = s
 		}
-		w := gguf.NewWriter()
-		for _, o := range src.KVs {
-			val := any(o.Value)
-			if o.Key == kv.Key {
-				val = v
-			}
-			if err := w.Set(o.Key, val); err != nil {
-				t.Fatal(err)
-			}
-		}
-		for j := range src.Tensors {
-			ti := &src.Tensors[j]
-			data := src.Data(ti)
-			if err := w.AddTensor(ti.Name, ti.Type, ti.Dims, func(o io.Writer) error { _, err := o.Write(data); return err }); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := w.WriteFile(path, nil); err != nil {
+		if err := writeWithKV(src, path, map[string]any{kv.Key: v}); err != nil {
 			t.Fatal(err)
 		}
 		defer os.Remove(path)
