@@ -6,6 +6,7 @@
 package bench
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"slices"
@@ -41,6 +42,9 @@ type Options struct {
 	// llama.cpp layer split, run dense) and hybrid (hot neurons on the GPU,
 	// the file's predictor) need it; other modes run on the CPU.
 	Device func(mode string) (placed string, release func(), err error)
+	// OpTimes: each line also says where its tokens' time went, op by op
+	// (Result.Ops).
+	OpTimes bool
 	// Progress, if set, is told before each run of a test (the warm-ups
 	// too, Runs in all) which mode, test and thread count it is.
 	Progress func(what string)
@@ -86,6 +90,22 @@ type Result struct {
 	BoundTPS   float64 `json:"bound_ts,omitempty"`
 	ActiveFrac float64 `json:"active_fraction,omitempty"` // mean over layers
 	Placed     string  `json:"gpu,omitempty"`             // what the mode put on the GPU
+	// Ops, with Options.OpTimes, are the timed tokens' ops, the slowest
+	// first.
+	Ops []OpTime `json:"op_times,omitempty"`
+}
+
+// OpTime is one op's part of a line's tokens.
+type OpTime struct {
+	Op    string  `json:"op"`
+	Calls float64 `json:"calls_per_token"`
+	Ms    float64 `json:"ms_per_token"`
+	Share float64 `json:"share"` // of all the ops' time
+	// Bytes are the weights the op reads per decoded token (as
+	// BytesPerToken counts them), and GBPerSec at what rate: 0 for an op
+	// that reads none, and for prefill.
+	Bytes    float64 `json:"bytes_per_token,omitempty"`
+	GBPerSec float64 `json:"gb_per_s,omitempty"`
 }
 
 // Report is the whole run: what is common to its lines, then the lines.
@@ -169,7 +189,7 @@ func Run(m *engine.Model, o Options) (*Report, error) {
 			pool := ops.NewPool(n)
 			defer pool.Close()
 			for _, d := range depths {
-				rs, err := measureModes(m, pool, st, runs, tests(o, d), o.Reps, o.Progress)
+				rs, err := measureModes(m, pool, st, runs, tests(o, d), o)
 				if err != nil {
 					return err
 				}
@@ -323,18 +343,18 @@ func modePredictor(m *engine.Model, mode string, gpu bool) (predictors.Predictor
 	return pred, nil
 }
 
-// measureModes measures the runs' tests on pool, each test's repetitions
-// interleaved across the runs (after one warm-up of each).
-func measureModes(m *engine.Model, pool *ops.Pool, st *streamer, runs []modeRun, ts []test, reps int, progress func(string)) ([][]Result, error) {
+// measureModes measures the runs' tests on pool, each test's o.Reps
+// repetitions interleaved across the runs (after one warm-up of each).
+func measureModes(m *engine.Model, pool *ops.Pool, st *streamer, runs []modeRun, ts []test, o Options) ([][]Result, error) {
 	out := make([][]Result, len(runs))
 	for _, t := range ts {
 		samples := make([][]sample, len(runs))
-		for rep := -1; rep < reps; rep++ {
+		for rep := -1; rep < o.Reps; rep++ {
 			for i, r := range runs {
-				if progress != nil {
-					progress(fmt.Sprintf("%s %s -t %d, KV %s", r.mode, t.name, pool.Threads(), m.KVType))
+				if o.Progress != nil {
+					o.Progress(fmt.Sprintf("%s %s -t %d, KV %s", r.mode, t.name, pool.Threads(), m.KVType))
 				}
-				s, err := once(m, pool, st, r.pred, t, rep >= 0)
+				s, err := once(m, pool, st, r.pred, t, rep >= 0, o.OpTimes)
 				if err != nil {
 					return nil, err
 				}
@@ -358,10 +378,13 @@ func measureModes(m *engine.Model, pool *ops.Pool, st *streamer, runs []modeRun,
 
 // A sample is one repetition: tokens per second of the prompt (g == 0) or
 // of the decode steps; for decode the streaming read around it and the
-// mean shares of neurons computed and of up and down rows read.
+// mean shares of neurons computed and of up and down rows read; where asked
+// for, the timed tokens' ops.
 type sample struct {
 	tps, stream float64
 	reads       Reads
+	ops         []graph.OpTime
+	tokens      int
 }
 
 // Reads are a sparse FFN's shares of neuron rows read per decoded token:
@@ -383,8 +406,9 @@ func meanReads(rs []Reads) Reads {
 
 // once runs, after t.depth untimed tokens, a prompt of t.p tokens, then
 // t.g decode steps, timing the decode (or with t.whole both); with
-// bracket, a decode is held between two streaming reads.
-func once(m *engine.Model, pool *ops.Pool, st *streamer, pred predictors.Predictor, t test, bracket bool) (sample, error) {
+// bracket, a decode is held between two streaming reads; with timeOps, the
+// timed tokens' op times are kept.
+func once(m *engine.Model, pool *ops.Pool, st *streamer, pred predictors.Predictor, t test, bracket, timeOps bool) (sample, error) {
 	var s sample
 	depth, p, g := t.depth, t.p, t.g
 	prompt := make([]int, depth+p)
@@ -415,6 +439,13 @@ func once(m *engine.Model, pool *ops.Pool, st *streamer, pred predictors.Predict
 		}
 		prompt = prompt[depth:]
 	}
+	var ot *graph.OpTimes
+	if timeOps {
+		ot = &graph.OpTimes{}
+	}
+	if !t.decode() {
+		sess.Runner().OpTimes = ot
+	}
 	start := time.Now()
 	logits, err := sess.Forward(prompt, false)
 	if err != nil {
@@ -423,6 +454,7 @@ func once(m *engine.Model, pool *ops.Pool, st *streamer, pred predictors.Predict
 	if g > 0 {
 		sess.Runner().Stats = graph.NewStats(m.Prog)
 		if t.decode() {
+			sess.Runner().OpTimes = ot
 			start = time.Now()
 		}
 		for i := 0; i < g; i++ {
@@ -441,6 +473,9 @@ func once(m *engine.Model, pool *ops.Pool, st *streamer, pred predictors.Predict
 		n = g
 	}
 	s.tps = float64(n) / el
+	if ot != nil {
+		s.ops, s.tokens = ot.Ops, n
+	}
 	if bracket {
 		s.stream = (before + st.measure(pool, 3)) / 2
 	}
@@ -475,6 +510,7 @@ func summary(m *engine.Model, pred predictors.Predictor, samples []sample, decod
 	}
 	r.Mean, r.SD, r.Median = summarize(r.TokensPerSec)
 	if !decode {
+		r.Ops = opTimes(samples, nil)
 		return r
 	}
 	fracs := make([]Reads, len(m.Prog.Layers))
@@ -488,7 +524,9 @@ func summary(m *engine.Model, pred predictors.Predictor, samples []sample, decod
 			fracs[k] = mr
 		}
 	}
-	r.BytesPerToken = BytesPerToken(m.Prog, fracs, pred != nil && pred.Name() != "dense")
+	sparse := pred != nil && pred.Name() != "dense"
+	r.BytesPerToken = BytesPerToken(m.Prog, fracs, sparse)
+	r.Ops = opTimes(samples, BytesByOp(m.Prog, fracs, sparse))
 	r.GBPerSec = r.BytesPerToken * r.Median / 1e9
 	if len(streams) == len(samples) && len(streams) > 0 {
 		ratios := make([]float64, len(streams))
@@ -501,27 +539,74 @@ func summary(m *engine.Model, pred predictors.Predictor, samples []sample, decod
 	return r
 }
 
+// opTimes sums the samples' op times over their tokens, the slowest op
+// first, with the rate of each op's weight reads where bytes (per token,
+// by op) are given. None when the samples kept none.
+func opTimes(samples []sample, bytes map[string]float64) []OpTime {
+	var all graph.OpTimes
+	var tokens int
+	var total time.Duration
+	for _, s := range samples {
+		tokens += s.tokens
+		for _, o := range s.ops {
+			all.Add(o)
+			total += o.Time
+		}
+	}
+	var out []OpTime
+	for _, o := range all.Ops {
+		x := OpTime{Op: o.Op, Calls: float64(o.Calls) / float64(tokens), Ms: o.Time.Seconds() * 1e3 / float64(tokens)}
+		if total > 0 {
+			x.Share = o.Time.Seconds() / total.Seconds()
+		}
+		if b := bytes[o.Op]; b > 0 && x.Ms > 0 {
+			x.Bytes, x.GBPerSec = b, b/(x.Ms/1e3)/1e9
+		}
+		out = append(out, x)
+	}
+	slices.SortStableFunc(out, func(a, b OpTime) int { return cmp.Compare(b.Ms, a.Ms) })
+	return out
+}
+
 // BytesPerToken counts the weight bytes one decode step reads: every weight
 // once (one row of an embedding table), except that a sparse FFN reads only
 // the shares reads[layer] of its neuron rows, plus its predictor when one
 // runs.
 func BytesPerToken(p *graph.Program, reads []Reads, sparse bool) float64 {
 	var total float64
+	weightReads(p, reads, sparse, func(_ string, bytes float64) { total += bytes })
+	return total
+}
+
+// BytesByOp is BytesPerToken op by op.
+func BytesByOp(p *graph.Program, reads []Reads, sparse bool) map[string]float64 {
+	by := map[string]float64{}
+	weightReads(p, reads, sparse, func(op string, bytes float64) { by[op] += bytes })
+	return by
+}
+
+// weightReads gives each weight's bytes read per decode step, as
+// BytesPerToken counts them, to read with the op of the first node that
+// reads it whole; an embedding's row goes to the embedding, and a table
+// tied to the output is read whole there besides.
+func weightReads(p *graph.Program, reads []Reads, sparse bool, read func(op string, bytes float64)) {
 	seen := map[*ops.Weight]bool{}
 	for _, n := range p.Nodes {
 		for slot, w := range n.W {
+			if w != nil && w.M != nil && n.Op.Name == "embedding" {
+				read(n.Op.Name, float64(len(w.M.Data))/float64(w.M.Rows))
+				continue
+			}
 			if w == nil || seen[w] {
 				continue
 			}
 			seen[w] = true
 			if w.M == nil {
-				total += float64(4 * len(w.Vec)) // norms, biases: held as f32
+				read(n.Op.Name, float64(4*len(w.Vec))) // norms, biases: held as f32
 				continue
 			}
 			bytes := float64(len(w.M.Data))
 			switch {
-			case n.Op.Name == "embedding":
-				bytes /= float64(w.M.Rows)
 			case n.Op.Sparse:
 				name := n.Op.Weights[slot].Name
 				if name == "fc1" || name == "fc2" {
@@ -540,10 +625,9 @@ func BytesPerToken(p *graph.Program, reads []Reads, sparse bool) float64 {
 					}
 				}
 			}
-			total += bytes
+			read(n.Op.Name, bytes)
 		}
 	}
-	return total
 }
 
 func argmax(x []float32) int {

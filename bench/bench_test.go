@@ -1,13 +1,16 @@
 package bench
 
 import (
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/pinfer/pinfer/convert"
 	"github.com/pinfer/pinfer/engine"
+	"github.com/pinfer/pinfer/internal/fixtures"
 	"github.com/pinfer/pinfer/models"
 	"github.com/pinfer/pinfer/ops"
 )
@@ -158,4 +161,96 @@ func TestRunLists(t *testing.T) {
 		_, err := Run(m, o.opt)
 		require.ErrorContains(t, err, o.want)
 	}
+}
+
+// --op-times: each line says where its tokens went. The decode lines' calls
+// per token are relu-llama.toml's (six blocks, a layer's q, k and v one
+// call), their ops' weight bytes add up to the line's, and the ops' time
+// lies inside the timed tokens' and makes most of it.
+func TestRunOpTimes(t *testing.T) {
+	path, err := models.DefaultModelPath()
+	require.NoError(t, err)
+	m, err := engine.Load(path, "")
+	require.NoError(t, err)
+	rep, err := Run(m, Options{Prompts: []int{8}, Gens: []int{4}, Reps: 2, Threads: []int{2}, Modes: []string{"dense", "oracle"}, OpTimes: true})
+	require.NoError(t, err)
+	perBlock := map[string]float64{"rms_norm": 2, "matmul": 2, "rope": 2, "attention": 1, "add": 2, "sparse_ffn": 1}
+	want := map[string]float64{"embedding": 1, "rms_norm": 1, "output": 1}
+	for op, n := range perBlock {
+		want[op] += 6 * n
+	}
+	require.Len(t, rep.Results, 4)
+	for _, r := range rep.Results {
+		what := r.Mode + "/" + r.Test
+		require.NotEmpty(t, r.Ops, what)
+		calls := map[string]float64{}
+		var ms, bytes, share float64
+		for k, o := range r.Ops {
+			calls[o.Op] = o.Calls
+			ms, bytes, share = ms+o.Ms, bytes+o.Bytes, share+o.Share
+			if k > 0 {
+				assert.LessOrEqual(t, o.Ms, r.Ops[k-1].Ms, "%s: the slowest op first", what)
+			}
+		}
+		assert.InDelta(t, 1, share, 1e-9, what)
+		// The timed span per token, from the samples (each n tokens).
+		n := float64(r.Gen)
+		if r.Gen == 0 {
+			n = float64(r.Prompt)
+		}
+		var wall float64
+		for _, tps := range r.TokensPerSec {
+			wall += n / tps
+		}
+		wall = wall * 1e3 / (n * float64(len(r.TokensPerSec)))
+		assert.LessOrEqual(t, ms, wall, "%s: the ops ran inside the timed tokens", what)
+		assert.Greater(t, ms, 0.3*wall, "%s: the ops are most of a token's time", what)
+		if r.Gen == 0 {
+			assert.InDelta(t, 1.0/8, calls["output"], 1e-9, "%s: one output call a prompt", what)
+			assert.Zero(t, bytes, "%s: no weight rates for prefill", what)
+			continue
+		}
+		assert.Equal(t, want, calls, what)
+		assert.InDelta(t, r.BytesPerToken, bytes, 1e-6*r.BytesPerToken, "%s: the ops' bytes are the line's", what)
+		for _, o := range r.Ops {
+			if o.Bytes > 0 {
+				assert.InDelta(t, o.Bytes/(o.Ms/1e3)/1e9, o.GBPerSec, 1e-9*o.GBPerSec, "%s %s", what, o.Op)
+			}
+		}
+	}
+	plain, err := Run(m, Options{Gens: []int{2}, Reps: 1, Threads: []int{2}, Modes: []string{"dense"}})
+	require.NoError(t, err)
+	assert.Nil(t, plain.Results[0].Ops, "no op times unless asked")
+}
+
+// A model whose output is tied to its token embeddings (Falcon's layout,
+// the falcon-relu fixture converted) reads the table whole for the output
+// and one row of it for the embedding: BytesPerToken counts both, against
+// the file's own tensor list.
+func TestBytesPerTokenTiedOutput(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "falcon.gguf")
+	require.NoError(t, convert.Convert(fixtures.Path(t, "arch", "falcon-relu"), out, convert.Options{Type: ops.F16, Logf: t.Logf}))
+	m, err := engine.Load(out, "")
+	require.NoError(t, err)
+	defer m.Close()
+	var want, embd float64
+	for _, x := range m.File.Tensors {
+		require.NotEqual(t, "output.weight", x.Name, "the fixture's output is tied")
+		if strings.HasSuffix(x.Name, "fc1.weight") || strings.HasSuffix(x.Name, "fc2.weight") {
+			continue
+		}
+		want += float64(x.Size)
+		if x.Name == "token_embd.weight" {
+			embd = float64(x.Size) / float64(x.Dims[1])
+		}
+	}
+	require.Positive(t, embd)
+	reads := make([]Reads, len(m.Prog.Layers))
+	for k := range reads {
+		reads[k] = Reads{1, 1, 1}
+	}
+	assert.InDelta(t, want+embd, BytesPerToken(m.Prog, reads, false), 0.5)
+	by := BytesByOp(m.Prog, reads, false)
+	assert.InDelta(t, embd, by["embedding"], 1e-9)
+	assert.Greater(t, by["output"], 0.0)
 }

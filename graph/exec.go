@@ -71,6 +71,9 @@ type Runner struct {
 	Observe func(l *predictors.Layer, in predictors.Input, active []int32)
 	// Stats accumulates what the sparse FFNs did.
 	Stats Stats
+	// OpTimes, if set, accumulates each op's wall time over the Forward
+	// calls (nil: no clock is read).
+	OpTimes *OpTimes
 
 	scratch [][][]int32 // per layer and row, reused by the predictor
 	batched []int       // per layer: the Forward whose rows scratch holds, for a Batch predictor
@@ -234,7 +237,7 @@ func (r *Runner) Forward(seqs []*Session, tokens [][]int, all bool) (*ops.Tensor
 		for j := i; j < i+k; j++ {
 			r.bind(j, pl, outRows)
 		}
-		if err := r.run(i, k); err != nil {
+		if err := r.timed(i, k); err != nil {
 			return nil, fmt.Errorf("%s: %v", r.p.Nodes[i].Where, err)
 		}
 		i += k
@@ -290,6 +293,17 @@ func (r *Runner) bind(i int, pl *plan, outRows []int) {
 	} else if n.Op.Sparse {
 		r.countDense(n, in[0].Rows)
 	}
+}
+
+// timed is run, its time given to OpTimes when that is set.
+func (r *Runner) timed(i, k int) error {
+	if r.OpTimes == nil {
+		return r.run(i, k)
+	}
+	start := time.Now()
+	err := r.run(i, k)
+	r.OpTimes.Add(OpTime{Op: r.p.Nodes[i].Op.Name, Calls: 1, Time: time.Since(start)})
+	return err
 }
 
 // run runs nodes i..i+k-1, bound: one node by its op's Run, a group (k > 1)

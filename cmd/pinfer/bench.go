@@ -64,6 +64,7 @@ func benchCmd() *cobra.Command {
 	fl.StringVarP(&a.depths, "n-depth", "d", "0", "tokens already in the context when each test starts (prefilled, not timed), as llama-bench's -d; a list runs every test at each")
 	fl.StringVarP(&a.threads, "threads", "t", strconv.Itoa(runtime.NumCPU()), "CPU threads; a list runs every test at each")
 	fl.StringArrayVar(&a.pgs, "pg", nil, "P,G: a prompt of P tokens and G decode steps timed together (llama-bench's -pg); repeat for more")
+	fl.BoolVar(&o.OpTimes, "op-times", false, "also time each op of the graph: a table of where each test's tokens went (calls, ms and share per token, and the rate of each op's weight reads in decode)")
 	fl.BoolVar(&progress, "progress", false, "show on stderr which test runs, and how many runs are left (llama-bench's --progress)")
 	fl.IntVarP(&o.Reps, "repetitions", "r", 5, "repetitions of each test")
 	fl.StringVar(&a.modes, "mode", "dense,sparse", "comma-separated: dense, sparse (the file's predictor), split (llama.cpp's -ngl layer split on the GPU, dense), hybrid (hot neurons on the GPU, the file's predictor), or a predictor name; if not given and the file has no predictor, dense alone")
@@ -219,6 +220,9 @@ func csvFields(v reflect.Value, names, vals *[]string) {
 			csvFields(fv, names, vals)
 			continue
 		}
+		if fv.Kind() == reflect.Slice && fv.Type().Elem().Kind() == reflect.Struct {
+			continue // a table of its own (op_times): json and jsonl carry it
+		}
 		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
 		if name == "" || name == "-" {
 			continue
@@ -259,6 +263,29 @@ func printTable(w io.Writer, reps []*bench.Report) {
 		}
 		for _, l := range ratios(r.Results) {
 			fmt.Fprintln(w, who+l)
+		}
+	}
+	printOpTimes(w, reps)
+}
+
+// printOpTimes writes, where the lines were timed op by op (--op-times),
+// a table of each line's ops, the slowest first.
+func printOpTimes(w io.Writer, reps []*bench.Report) {
+	head := false
+	for _, r := range reps {
+		for _, x := range r.Results {
+			for _, o := range x.Ops {
+				if !head {
+					fmt.Fprintf(w, "\n| model | mode | test | threads | op | calls/token | ms/token | share | weights/token | GB/s |\n| --- | --- | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: |\n")
+					head = true
+				}
+				bytes, gbs := "", ""
+				if o.Bytes > 0 {
+					bytes, gbs = decimalBytes(o.Bytes), fmt.Sprintf("%.1f", o.GBPerSec)
+				}
+				fmt.Fprintf(w, "| %s | %s | %s | %d | %s | %.3g | %.3f | %.1f%% | %s | %s |\n",
+					filepath.Base(r.Model), x.Mode, x.Test, x.Threads, o.Op, o.Calls, o.Ms, 100*o.Share, bytes, gbs)
+			}
 		}
 	}
 }
@@ -360,6 +387,17 @@ func ratios(rs []bench.Result) []string {
 		}
 	}
 	return out
+}
+
+// decimalBytes writes b in kB, MB or GB, as the table's GB/s are decimal.
+func decimalBytes(b float64) string {
+	switch {
+	case b >= 1e9:
+		return fmt.Sprintf("%.2f GB", b/1e9)
+	case b >= 1e6:
+		return fmt.Sprintf("%.1f MB", b/1e6)
+	}
+	return fmt.Sprintf("%.1f kB", b/1e3)
 }
 
 func nThreads(n int) string {

@@ -495,3 +495,43 @@ func TestGenAndRunFlags(t *testing.T) {
 		require.Contains(t, stderr, want, args)
 	}
 }
+
+// --op-times adds a table of each line's ops below the ratios, its shares
+// adding up to the whole line; json carries it as op_times, and csv, whose
+// records are flat, leaves it out.
+func TestBenchOpTimes(t *testing.T) {
+	out, stderr, code := pinfer(t, "bench", "-p", "4", "-n", "2", "-r", "1", "--op-times")
+	require.Zero(t, code, stderr)
+	at := strings.Index(out, "| model | mode | test | threads | op |")
+	require.Positive(t, at, out)
+	share := map[string]float64{} // test -> sum of its ops' shares
+	ops := map[string][]string{}
+	for _, line := range strings.Split(out[at:], "\n")[2:] {
+		f := strings.Split(line, "|")
+		if len(f) < 11 {
+			continue
+		}
+		test := strings.TrimSpace(f[3])
+		v, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(f[8]), "%"), 64)
+		require.NoError(t, err, line)
+		share[test] += v
+		ops[test] = append(ops[test], strings.TrimSpace(f[5]))
+	}
+	for _, test := range []string{"pp4", "tg2"} {
+		require.InDelta(t, 100, share[test], 0.5, "%s in:\n%s", test, out)
+		require.Subset(t, ops[test], []string{"embedding", "matmul", "attention", "sparse_ffn", "output"}, test)
+	}
+	js, stderr, code := pinfer(t, "bench", "-p", "0", "-n", "2", "-r", "1", "--op-times", "-o", "json")
+	require.Zero(t, code, stderr)
+	var rep struct {
+		Results []struct {
+			Ops []map[string]any `json:"op_times"`
+		} `json:"results"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(js), &rep))
+	require.Len(t, rep.Results, 1)
+	require.NotEmpty(t, rep.Results[0].Ops)
+	csvOut, stderr, code := pinfer(t, "bench", "-p", "0", "-n", "2", "-r", "1", "--op-times", "-o", "csv")
+	require.Zero(t, code, stderr)
+	require.NotContains(t, csvOut, "op_times")
+}
