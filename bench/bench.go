@@ -587,8 +587,9 @@ func BytesByOp(p *graph.Program, reads []Reads, sparse bool) map[string]float64 
 
 // weightReads gives each weight's bytes read per decode step, as
 // BytesPerToken counts them, to read with the op of the first node that
-// reads it whole; an embedding's row goes to the embedding, and a table
-// tied to the output is read whole there besides.
+// reads it whole (a predictor's with graph.PredictorOp); an embedding's
+// row goes to the embedding, and a table tied to the output is read whole
+// there besides.
 func weightReads(p *graph.Program, reads []Reads, sparse bool, read func(op string, bytes float64)) {
 	seen := map[*ops.Weight]bool{}
 	for _, n := range p.Nodes {
@@ -605,11 +606,12 @@ func weightReads(p *graph.Program, reads []Reads, sparse bool, read func(op stri
 				read(n.Op.Name, float64(4*len(w.Vec))) // norms, biases: held as f32
 				continue
 			}
-			bytes := float64(len(w.M.Data))
+			bytes, op := float64(len(w.M.Data)), n.Op.Name
 			switch {
 			case n.Op.Sparse:
 				name := n.Op.Weights[slot].Name
 				if name == "fc1" || name == "fc2" {
+					op = graph.PredictorOp
 					if !sparse {
 						bytes = 0
 					}
@@ -625,7 +627,7 @@ func weightReads(p *graph.Program, reads []Reads, sparse bool, read func(op stri
 					}
 				}
 			}
-			read(n.Op.Name, bytes)
+			read(op, bytes)
 		}
 	}
 }

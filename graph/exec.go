@@ -295,14 +295,19 @@ func (r *Runner) bind(i int, pl *plan, outRows []int) {
 	}
 }
 
-// timed is run, its time given to OpTimes when that is set.
+// timed is run, its time given to OpTimes when that is set (a sparse
+// op's predictor's apart, as PredictorOp).
 func (r *Runner) timed(i, k int) error {
 	if r.OpTimes == nil {
 		return r.run(i, k)
 	}
-	start := time.Now()
+	start, predicted := time.Now(), r.Stats.Predict
 	err := r.run(i, k)
-	r.OpTimes.Add(OpTime{Op: r.p.Nodes[i].Op.Name, Calls: 1, Time: time.Since(start)})
+	d, pred := time.Since(start), r.Stats.Predict-predicted
+	r.OpTimes.Add(OpTime{Op: r.p.Nodes[i].Op.Name, Calls: 1, Time: d - pred})
+	if pred > 0 {
+		r.OpTimes.Add(OpTime{Op: PredictorOp, Calls: 1, Time: pred})
+	}
 	return err
 }
 

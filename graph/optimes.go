@@ -11,6 +11,11 @@ type OpTimes struct {
 	at  map[string]int
 }
 
+// PredictorOp names, in OpTimes, the time sparse ops spent in their
+// predictor (one call a sparse node's run), which their own entry leaves
+// out: a step's predictor and its FFN rows are priced apart.
+const PredictorOp = "predictor"
+
 // OpTime is one op's share of the calls.
 type OpTime struct {
 	Op    string

@@ -20,7 +20,7 @@ func init() {
 		Doc:    "FFN over the active neurons only; input 0 is the normed FFN input, input 1 the predictor's input (the residual before the norm)",
 		Inputs: 2, Sparse: true,
 		Weights: []Slot{{Name: "gate", Dense: true}, {Name: "up", Optional: true, Dense: true}, {Name: "down", Dense: true, Axpy: true},
-			{Name: "fc1", Optional: true}, {Name: "fc2", Optional: true},
+			{Name: "fc1", Optional: true, Whole: true}, {Name: "fc2", Optional: true, Whole: true},
 			{Name: "gate_bias", Optional: true, Vector: true}, {Name: "down_bias", Optional: true, Vector: true}},
 		Attrs: []AttrSpec{{Name: "act", Kind: String, Default: "relu", Enum: ffnActs},
 			{Name: "threshold", Kind: Float, Default: 0.0}, {Name: "pred_threshold", Kind: Float, Default: 0.0}},

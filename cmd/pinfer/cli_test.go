@@ -440,12 +440,13 @@ func TestBenchRepack(t *testing.T) {
 		require.NotNil(t, rep.Repacked, out)
 		return *rep.Repacked
 	}
-	// Attention's q, k, v, o of two layers (128 rows of 128 columns) and
-	// the output (512 rows): 18 bytes a block of 32; a dense run also the
-	// FFN's gate, up and down (256 rows each).
+	// Attention's q, k, v, o of two layers (128 rows of 128 columns), their
+	// predictors' fc1 (32 rows of 128) and fc2 (256 rows of 32), and the
+	// output (512 rows): 18 bytes a block of 32; a dense run also the FFN's
+	// gate, up and down (256 rows each).
 	load, ffn := int64(0), int64(0)
 	if avx2.PackPays() {
-		load, ffn = int64(2*4*128*4*18+512*4*18), int64(2*3*256*4*18)
+		load, ffn = int64(2*4*128*4*18+2*(32*4*18+256*1*18)+512*4*18), int64(2*3*256*4*18)
 	}
 	require.Equal(t, load, repacked("--mode", "sparse"))
 	require.Equal(t, load+ffn, repacked("--mode", "dense"))
