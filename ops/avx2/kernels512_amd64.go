@@ -91,6 +91,9 @@ func axpyQ4i16a(y *float32, w *byte, stride int, rows *int32, n int, coef *float
 func gatherQ4p8(out *float32, p *byte, ngroups int, xq *byte, nblk int, tab *byte)
 
 //go:noescape
+func gatherQ4p8x2(out *float32, p *byte, ngroups int, xq *byte, nblk int, tab *byte, poff int, ooff int)
+
+//go:noescape
 func gatherQ4p8x4(out *float32, ldo int, p *byte, ngroups int, xq *byte, nblk int, tab *byte)
 
 // In q4a16_amd64.s (AVX2): the axpy over every row, packed for it.

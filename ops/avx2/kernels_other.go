@@ -26,6 +26,9 @@ func axpyQ4i16a(y *float32, w *byte, stride int, rows *int32, n int, coef *float
 	noAsm()
 }
 func gatherQ4p8(out *float32, p *byte, ngroups int, xq *byte, nblk int, tab *byte) { noAsm() }
+func gatherQ4p8x2(out *float32, p *byte, ngroups int, xq *byte, nblk int, tab *byte, poff int, ooff int) {
+	noAsm()
+}
 func gatherQ4p8x4(out *float32, ldo int, p *byte, ngroups int, xq *byte, nblk int, tab *byte) {
 	noAsm()
 }

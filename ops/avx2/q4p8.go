@@ -153,10 +153,22 @@ func checkP8(name string, out []float32, ldo int, p []byte, nblk, T int) {
 func PackPays() bool { return Available && !AVX512 }
 
 // gatherQ4x8Tiles is GatherQ4x8T's walk on AVX2, with each token's p8Table
-// in tab.
+// in tab. One token reads the groups from memory once: its first and second
+// halves side by side (gatherQ4p8x2), which two threads read faster than
+// one run each.
 func gatherQ4x8Tiles(out []float32, ldo int, p []byte, nblk int, xq []byte, T int, tab []byte) {
 	gb := nblk * p8Bytes
 	ng := len(p) / gb
+	if T == 1 {
+		h := ng / 2
+		if h > 0 {
+			gatherQ4p8x2(&out[0], &p[0], h, &xq[0], nblk, &tab[0], h*gb, 4*8*h)
+		}
+		if ng%2 == 1 {
+			gatherQ4p8(&out[8*(ng-1)], &p[(ng-1)*gb], 1, &xq[0], nblk, &tab[0])
+		}
+		return
+	}
 	tile := max(1, (128<<10)/gb)
 	for g0 := 0; g0 < ng; g0 += tile {
 		m := min(tile, ng-g0)

@@ -82,6 +82,87 @@ done:
 	VZEROUPPER
 	RET
 
+// gatherQ4p8x2 is gatherQ4p8 over two runs of groups at once, poff bytes
+// apart in p and ooff bytes apart in out, each step a block of each: on
+// two threads a core that reads two streams read 97-99% of the streaming
+// read against 90-91% for one (ops/avx2/NOTES.md, stop 26). Each broadcast
+// of x serves both runs' blocks: B's nibbles in Y8, Y9, its sums in Y4 and
+// Y5.
+
+#define UNPACK2(c) \
+	UNPACK(c)                 \
+	VMOVDQU (16+32*c)(BX), Y8 \
+	VPSRLW  $4, Y8, Y9         \
+	VPAND   Y14, Y8, Y8        \
+	VPAND   Y14, Y9, Y9
+
+#define TOK2(c) \
+	VPBROADCASTD (2+4*c)(DI), Y3  \
+	VPMADDUBSW   Y3, Y1, Y10      \
+	VPADDW       Y10, Y0, Y0      \
+	VPMADDUBSW   Y3, Y8, Y11      \
+	VPADDW       Y11, Y4, Y4      \
+	VPBROADCASTD (18+4*c)(DI), Y3 \
+	VPMADDUBSW   Y3, Y2, Y10      \
+	VPADDW       Y10, Y0, Y0      \
+	VPMADDUBSW   Y3, Y9, Y11      \
+	VPADDW       Y11, Y4, Y4
+
+// func gatherQ4p8x2(out *float32, p *byte, ngroups int, xq *byte, nblk int, tab *byte, poff int, ooff int)
+TEXT ·gatherQ4p8x2(SB), NOSPLIT, $0-64
+	MOVQ         out+0(FP), R8
+	MOVQ         p+8(FP), SI
+	MOVQ         ngroups+16(FP), R9
+	MOVQ         poff+48(FP), R10
+	MOVQ         ooff+56(FP), R11
+	VPBROADCASTD p8_low4<>(SB), Y14
+	VPBROADCASTD p8_ones<>(SB), Y13
+
+group2:
+	TESTQ  R9, R9
+	JZ     done2
+	VXORPS Y15, Y15, Y15
+	VXORPS Y5, Y5, Y5
+	LEAQ   (SI)(R10*1), BX
+	MOVQ   xq+24(FP), DI
+	MOVQ   tab+40(FP), DX
+	MOVQ   nblk+32(FP), CX
+
+block2:
+	PREFETCHT0   1152(SI)
+	PREFETCHT0   1216(SI)
+	PREFETCHT0   1152(BX)
+	PREFETCHT0   1216(BX)
+	VPXOR        Y0, Y0, Y0
+	VPXOR        Y4, Y4, Y4
+	UNPACK2(0)
+	TOK2(0)
+	UNPACK2(1)
+	TOK2(1)
+	UNPACK2(2)
+	TOK2(2)
+	UNPACK2(3)
+	TOK2(3)
+	VCVTPH2PS    (SI), Y12
+	FIN((DX), Y0, Y15)
+	VCVTPH2PS    (BX), Y12
+	FIN((DX), Y4, Y5)
+	ADDQ         $144, SI
+	ADDQ         $144, BX
+	ADDQ         $34, DI
+	ADDQ         $64, DX
+	DECQ         CX
+	JNZ          block2
+	VMOVUPS      Y15, (R8)
+	VMOVUPS      Y5, (R8)(R11*1)
+	ADDQ         $32, R8
+	DECQ         R9
+	JMP          group2
+
+done2:
+	VZEROUPPER
+	RET
+
 // The same over four tokens at once (gatherQ4p8x4): each 32-byte part is
 // loaded and unpacked once for the four, and the block's d once. Tokens
 // 1-3 of xq and tab sit one token's stride (R10, R12) apart, their outputs

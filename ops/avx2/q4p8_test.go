@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"fmt"
 	"math/rand/v2"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -13,8 +15,10 @@ import (
 // reference of the unpacked rows.
 func TestGatherQ4x8(t *testing.T) {
 	r := rand.New(rand.NewPCG(21, 22))
+	// One to five groups of eight rows: the two halves read side by side
+	// (gatherQ4p8x2) and an odd group alone.
 	for _, cols := range []int{32, 96, 4096} {
-		for _, nrows := range []int{8, 24} {
+		for _, nrows := range []int{8, 16, 24, 40} {
 			w := randMatrix(r, kQ4, nrows, cols, 0)
 			x := randVec(r, cols)
 			xq := make([]byte, cols/32*34)
@@ -118,6 +122,76 @@ func BenchmarkGatherQ4x8(b *testing.B) {
 			GatherQ4x8(out[:benchRows/8*8], packed[i%len(packed)], benchCols, xq)
 		}},
 	})
+}
+
+// BenchmarkGatherQ4x8Streams measures, on two threads as decode runs a
+// mat-vec (each thread half the groups of a packed 11008x4096 matrix, a
+// new matrix each time), the one-token kernel reading each half as one run
+// (gatherQ4p8) and as its two halves side by side (gatherQ4p8x2, what
+// GatherQ4x8 runs), then Sum on two threads over as many bytes, in one
+// loop: each as a share of that stream.
+func BenchmarkGatherQ4x8Streams(b *testing.B) {
+	if !Available {
+		b.Skip("no AVX2")
+	}
+	r := rand.New(rand.NewPCG(27, 27))
+	x := randVec(r, benchCols)
+	xq := make([]byte, benchCols/32*34)
+	QuantizeQ8(xq, x)
+	nblk := benchCols / 32
+	tab := make([]byte, p8TabBytes*nblk)
+	p8Table(tab, xq, nblk)
+	m := benchMatrix(kQ4)
+	nr, packed := packLayers(m, 8, PackQ4x8)
+	a, free := streamBuf(benchHuge)
+	defer free()
+	gb, half := nblk*p8Bytes, nr/16 // a thread's groups
+	outs := [2][]float32{make([]float32, 8*half), make([]float32, 8*half)}
+	var sums [2]float32
+	var t [3]time.Duration
+	i, at := 0, 0
+	for b.Loop() {
+		for k := range 2 {
+			p := packed[(i+k)%len(packed)]
+			t[k] += onTwo(func(th int) {
+				run := p[th*half*gb:][:half*gb]
+				if k == 0 {
+					gatherQ4p8(&outs[th][0], &run[0], half, &xq[0], nblk, &tab[0])
+				} else {
+					gatherQ4x8Tiles(outs[th], 8*half, run, nblk, xq, 1, tab)
+				}
+			})
+		}
+		n := half * gb / 4 // a thread's floats
+		if at+2*n > len(a) {
+			at = 0
+		}
+		t[2] += onTwo(func(th int) { sums[th] += Sum(a[at+th*n:][:n]) })
+		at += 2 * n
+		i += 2
+	}
+	bytes := float64(2*half*gb) * float64(b.N)
+	b.ReportMetric(bytes/t[2].Seconds()/1e6, "stream-MB/s")
+	for k, name := range []string{"one-run", "two-runs"} {
+		b.ReportMetric(bytes/t[k].Seconds()/1e6, name+"-MB/s")
+		b.ReportMetric(100*t[2].Seconds()/t[k].Seconds(), name+"%stream")
+	}
+}
+
+// onTwo runs f(0) and f(1) on two locked threads and returns when both
+// are done, with the time they took.
+func onTwo(f func(th int)) time.Duration {
+	var wg sync.WaitGroup
+	start := time.Now()
+	for th := range 2 {
+		wg.Go(func() {
+			lockThread()
+			defer unlockThread()
+			f(th)
+		})
+	}
+	wg.Wait()
+	return time.Since(start)
 }
 
 // packLayers packs the whole groups of g rows (nr rows) of each of m's
