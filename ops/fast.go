@@ -31,6 +31,10 @@ func Backend() string {
 // Sum adds x up with the fastest kernel: the streaming-read probe.
 func Sum(x []float32) float32 { return avx2.Sum(x) }
 
+// SumRuns is Sum read as four runs side by side (avx2.SumRuns), which some
+// cores stream faster than one run: the other half of the probe.
+func SumRuns(x []float32) float32 { return avx2.SumRuns(x) }
+
 // fastType: q8_0 weights meet f32 activations (GatherQ8_0F32): rounding
 // the activations to q8_0 as well moved the Shakespeare fixture's greedy ids
 // off the f32 file's within 16 tokens.

@@ -249,7 +249,7 @@ func TestAxpy(t *testing.T) {
 
 func TestDotAndSum(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 6))
-	for _, n := range []int{0, 1, 7, 8, 9, 31, 32, 33, 63, 100, 4099} {
+	for _, n := range []int{0, 1, 7, 8, 9, 31, 32, 33, 63, 64, 65, 100, 4099, 4160} {
 		a, b := randVec(r, n), randVec(r, n)
 		var want, mag, sum, smag float64
 		for i := range a {
@@ -260,6 +260,7 @@ func TestDotAndSum(t *testing.T) {
 		}
 		assert.InDelta(t, want, Dot(a, b), 1e-5*mag+1e-30, "Dot n=%d", n)
 		assert.InDelta(t, sum, Sum(a), 1e-5*smag+1e-30, "Sum n=%d", n)
+		assert.InDelta(t, sum, SumRuns(a), 1e-5*smag+1e-30, "SumRuns n=%d", n)
 	}
 }
 

@@ -182,18 +182,30 @@ func BenchmarkAxpy(b *testing.B) {
 	}
 }
 
-// BenchmarkStream is the ceiling: a plain sequential read of 256 MB.
+// BenchmarkStream is the ceiling: a sequential read of 256 MB, as one run
+// (Sum) and as four side by side (SumRuns).
 func BenchmarkStream(b *testing.B) {
 	a, free := streamBuf(benchHuge)
 	defer free()
 	var sink float32
-	withPath(b, 256<<20, func(b *testing.B) {
-		for b.Loop() {
-			sink += Sum(a)
-		}
-	})
+	for _, f := range []struct {
+		name string
+		sum  func([]float32) float32
+	}{{"one-run", Sum}, {"four-runs", SumRuns}} {
+		b.Run(f.name, func(b *testing.B) {
+			withPath(b, 256<<20, func(b *testing.B) {
+				for b.Loop() {
+					sink += f.sum(a)
+				}
+			})
+		})
+	}
 	_ = sink
 }
+
+// streamTime is how long the faster of Sum and SumRuns took over the same
+// loop's reads: t[0] the one's total, t[1] the other's.
+func streamTime(t [2]time.Duration) time.Duration { return min(t[0], t[1]) }
 
 // benchAlloc maps a benchmark's buffer in huge pages, as gguf's map of a
 // model file gets them, or in 4 KB pages, which show what TLB misses cost.

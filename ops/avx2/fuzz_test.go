@@ -173,6 +173,9 @@ func FuzzDotSum(f *testing.F) {
 				if d, s := float64(Dot(a, b)), float64(Sum(a)); !(math.Abs(d-dot) <= tol*dmag+1e-35) || !(math.Abs(s-sum) <= tol*smag+1e-35) {
 					t.Fatalf("%s, n=%d: Dot %g (want %g), Sum %g (want %g)", p, n, d, dot, s, sum)
 				}
+				if s := float64(SumRuns(a)); !(math.Abs(s-sum) <= tol*smag+1e-35) {
+					t.Fatalf("%s, n=%d: SumRuns %g (want %g)", p, n, s, sum)
+				}
 			})
 		}
 	})

@@ -113,3 +113,8 @@ func sumSq64(x *float32, n int) float64
 
 //go:noescape
 func scaleMul(out, x, w *float32, s float32, n int)
+
+// In stream_amd64.s (AVX2): the four-run sum.
+
+//go:noescape
+func sumRuns(a *float32, n int, q int) float32

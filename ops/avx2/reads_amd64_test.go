@@ -44,8 +44,9 @@ func TestReadRows(t *testing.T) {
 // ratio within one run: each iteration gathers pct% of a q4_0 matrix's rows
 // (BenchmarkGather's matrices and row sets, the default kernel), then reads
 // the same rows with readRows (the kernel's reads without its arithmetic),
-// then streams as many bytes of a 256 MB buffer, so a drift of the host's
-// bandwidth meets all three alike. gather%stream is the line; reads%stream
+// then streams as many bytes of a 256 MB buffer, as one run and as four
+// side by side (the faster is the stream), so a drift of the host's
+// bandwidth meets all alike. gather%stream is the line; reads%stream
 // is what the rows' scattered reads allow whatever the arithmetic.
 func BenchmarkGatherShare(b *testing.B) {
 	if !hasAVX2 {
@@ -67,7 +68,8 @@ func BenchmarkGatherShare(b *testing.B) {
 			sets := benchRowSet(pct)
 			bytes := len(sets[0]) * rb
 			chunk := bytes / 4
-			var t [3]time.Duration
+			var t [2]time.Duration
+			var st [2]time.Duration // Sum's, SumRuns'
 			var sink uint64
 			var fsink float32
 			i, at := 0, 0
@@ -77,21 +79,26 @@ func BenchmarkGatherShare(b *testing.B) {
 				GatherQ4_0(out[:len(rows)], m.layers[i%len(m.layers)], benchCols, rows, xq)
 				t1 := time.Now()
 				sink |= readRows(&m.layers[(i+1)%len(m.layers)][0], rb, &rows[0], len(rows), rb/64, 8)
-				t2 := time.Now()
-				if at+chunk > len(a) {
-					at = 0
+				t[0], t[1] = t[0]+t1.Sub(t0), t[1]+time.Since(t1)
+				for k, sum := range []func([]float32) float32{Sum, SumRuns} {
+					if at+chunk > len(a) {
+						at = 0
+					}
+					t2 := time.Now()
+					fsink += sum(a[at : at+chunk])
+					st[k] += time.Since(t2)
+					at += chunk
 				}
-				fsink += Sum(a[at : at+chunk])
-				at += chunk
-				t[0], t[1], t[2] = t[0]+t1.Sub(t0), t[1]+t2.Sub(t1), t[2]+time.Since(t2)
 				i += 2
 			}
 			_, _ = sink, fsink
-			for k, name := range []string{"gather-MB/s", "reads-MB/s", "stream-MB/s"} {
+			stream := streamTime(st)
+			for k, name := range []string{"gather-MB/s", "reads-MB/s"} {
 				b.ReportMetric(float64(bytes)*float64(b.N)/t[k].Seconds()/1e6, name)
 			}
-			b.ReportMetric(100*t[2].Seconds()/t[0].Seconds(), "gather%stream")
-			b.ReportMetric(100*t[2].Seconds()/t[1].Seconds(), "reads%stream")
+			b.ReportMetric(float64(bytes)*float64(b.N)/stream.Seconds()/1e6, "stream-MB/s")
+			b.ReportMetric(100*stream.Seconds()/t[0].Seconds(), "gather%stream")
+			b.ReportMetric(100*stream.Seconds()/t[1].Seconds(), "reads%stream")
 		})
 	}
 }
