@@ -247,7 +247,7 @@ func printTable(w io.Writer, reps []*bench.Report) {
 	for _, r := range reps {
 		printRows(w, r)
 	}
-	fmt.Fprintf(w, "\nGB/s: decode's weight reads per second at the median; (%% of stream): median over repetitions of that repetition's reads against a streaming read measured around it (mean of just before and just after); bound t/s: the decode speed that stream allows at those bytes per token\n")
+	fmt.Fprintf(w, "\nGB/s: decode's weight reads per second at the median; (%% of stream): median over repetitions of that repetition's reads against a streaming read measured around it (mean of just before and just after; each the faster of one run per thread and four side by side); bound t/s: the decode speed that stream allows at those bytes per token\n")
 	for _, r := range reps {
 		who := ""
 		if len(reps) > 1 {
