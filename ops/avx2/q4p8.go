@@ -153,19 +153,24 @@ func checkP8(name string, out []float32, ldo int, p []byte, nblk, T int) {
 func PackPays() bool { return Available && !AVX512 }
 
 // gatherQ4x8Tiles is GatherQ4x8T's walk on AVX2, with each token's p8Table
-// in tab. One token reads the groups from memory once: its first and second
-// halves side by side (gatherQ4p8x2), which two threads read faster than
-// one run each.
+// in tab. One token reads the groups from memory once: their four quarters
+// side by side (gatherQ4p8r4), which a core reads faster than one run or
+// two, and what the quarters leave as two runs, then one.
 func gatherQ4x8Tiles(out []float32, ldo int, p []byte, nblk int, xq []byte, T int, tab []byte) {
 	gb := nblk * p8Bytes
 	ng := len(p) / gb
 	if T == 1 {
-		h := ng / 2
-		if h > 0 {
-			gatherQ4p8x2(&out[0], &p[0], h, &xq[0], nblk, &tab[0], h*gb, 4*8*h)
+		g := 0
+		if q := ng / 4; q > 0 {
+			gatherQ4p8r4(&out[0], &p[0], q, &xq[0], nblk, &tab[0], q*gb, 4*8*q)
+			g = 4 * q
 		}
-		if ng%2 == 1 {
-			gatherQ4p8(&out[8*(ng-1)], &p[(ng-1)*gb], 1, &xq[0], nblk, &tab[0])
+		if h := (ng - g) / 2; h > 0 {
+			gatherQ4p8x2(&out[8*g], &p[g*gb], h, &xq[0], nblk, &tab[0], h*gb, 4*8*h)
+			g += 2 * h
+		}
+		if g < ng {
+			gatherQ4p8(&out[8*g], &p[g*gb], 1, &xq[0], nblk, &tab[0])
 		}
 		return
 	}

@@ -15,10 +15,11 @@ import (
 // reference of the unpacked rows.
 func TestGatherQ4x8(t *testing.T) {
 	r := rand.New(rand.NewPCG(21, 22))
-	// One to five groups of eight rows: the two halves read side by side
+	// One to nine groups of eight rows: the four quarters read side by
+	// side (gatherQ4p8r4), then what they leave as two halves
 	// (gatherQ4p8x2) and an odd group alone.
 	for _, cols := range []int{32, 96, 4096} {
-		for _, nrows := range []int{8, 16, 24, 40} {
+		for _, nrows := range []int{8, 16, 24, 32, 40, 48, 56, 72} {
 			w := randMatrix(r, kQ4, nrows, cols, 0)
 			x := randVec(r, cols)
 			xq := make([]byte, cols/32*34)
@@ -127,9 +128,10 @@ func BenchmarkGatherQ4x8(b *testing.B) {
 // BenchmarkGatherQ4x8Streams measures, on two threads as decode runs a
 // mat-vec (each thread half the groups of a packed 11008x4096 matrix, a
 // new matrix each time), the one-token kernel reading each half as one run
-// (gatherQ4p8) and as its two halves side by side (gatherQ4p8x2, what
-// GatherQ4x8 runs), then a two-thread stream over as many bytes (the
-// faster of Sum and SumRuns), in one loop: each as a share of that stream.
+// (gatherQ4p8), as its two halves side by side (gatherQ4p8x2) and as its
+// four quarters (what GatherQ4x8 runs), then a two-thread stream over as
+// many bytes (the faster of Sum and SumRuns), in one loop: each as a share
+// of that stream.
 func BenchmarkGatherQ4x8Streams(b *testing.B) {
 	if !Available {
 		b.Skip("no AVX2")
@@ -147,20 +149,28 @@ func BenchmarkGatherQ4x8Streams(b *testing.B) {
 	defer free()
 	gb, half := nblk*p8Bytes, nr/16 // a thread's groups
 	outs := [2][]float32{make([]float32, 8*half), make([]float32, 8*half)}
+	kernels := []struct {
+		name string
+		run  func(out []float32, p []byte)
+	}{
+		{"one-run", func(out []float32, p []byte) { gatherQ4p8(&out[0], &p[0], half, &xq[0], nblk, &tab[0]) }},
+		{"two-runs", func(out []float32, p []byte) {
+			h := half / 2
+			gatherQ4p8x2(&out[0], &p[0], h, &xq[0], nblk, &tab[0], h*gb, 4*8*h)
+			if half%2 == 1 {
+				gatherQ4p8(&out[8*(half-1)], &p[(half-1)*gb], 1, &xq[0], nblk, &tab[0])
+			}
+		}},
+		{"four-runs", func(out []float32, p []byte) { gatherQ4x8Tiles(out, 8*half, p, nblk, xq, 1, tab) }},
+	}
 	var sums [2]float32
-	var t, st [2]time.Duration // the kernels'; Sum's and SumRuns'
+	t := make([]time.Duration, len(kernels))
+	var st [2]time.Duration // Sum's and SumRuns'
 	i, at := 0, 0
 	for b.Loop() {
-		for k := range 2 {
+		for k, kern := range kernels {
 			p := packed[(i+k)%len(packed)]
-			t[k] += onTwo(func(th int) {
-				run := p[th*half*gb:][:half*gb]
-				if k == 0 {
-					gatherQ4p8(&outs[th][0], &run[0], half, &xq[0], nblk, &tab[0])
-				} else {
-					gatherQ4x8Tiles(outs[th], 8*half, run, nblk, xq, 1, tab)
-				}
-			})
+			t[k] += onTwo(func(th int) { kern.run(outs[th], p[th*half*gb:][:half*gb]) })
 		}
 		n := half * gb / 4 // a thread's floats
 		for k, sum := range []func([]float32) float32{Sum, SumRuns} {
@@ -170,14 +180,14 @@ func BenchmarkGatherQ4x8Streams(b *testing.B) {
 			st[k] += onTwo(func(th int) { sums[th] += sum(a[at+th*n:][:n]) })
 			at += 2 * n
 		}
-		i += 2
+		i += len(kernels)
 	}
 	bytes := float64(2*half*gb) * float64(b.N)
 	stream := streamTime(st)
 	b.ReportMetric(bytes/stream.Seconds()/1e6, "stream-MB/s")
-	for k, name := range []string{"one-run", "two-runs"} {
-		b.ReportMetric(bytes/t[k].Seconds()/1e6, name+"-MB/s")
-		b.ReportMetric(100*stream.Seconds()/t[k].Seconds(), name+"%stream")
+	for k, kern := range kernels {
+		b.ReportMetric(bytes/t[k].Seconds()/1e6, kern.name+"-MB/s")
+		b.ReportMetric(100*stream.Seconds()/t[k].Seconds(), kern.name+"%stream")
 	}
 }
 
