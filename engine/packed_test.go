@@ -22,7 +22,9 @@ import (
 // where a wrong row or block moves them by a tenth of the largest.
 func TestDensePackedMatchesRows(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "gen.gguf")
-	shape := synth.Shape{NEmbd: 256, NFF: 768, NLayer: 2, NHead: 4, NKVHead: 2, Vocab: 300, Rank: 64}
+	// 544 columns: down_t's two whole chunks of 256 read as two runs,
+	// then a chunk of one block (avx2.AxpyQ4x16).
+	shape := synth.Shape{NEmbd: 544, NFF: 768, NLayer: 2, NHead: 4, NKVHead: 2, Vocab: 300, Rank: 64}
 	require.NoError(t, synth.Write(path, synth.Options{Shape: shape, Active: 0.3, Type: ops.Q4_0, Seed: 3}, nil))
 	rows, err := Load(path, "")
 	require.NoError(t, err)
@@ -35,8 +37,8 @@ func TestDensePackedMatchesRows(t *testing.T) {
 	packed.WaitPacked()
 	require.Equal(t, rows.Repacked(), packed.Repacked()-packed.dense.Bytes())
 	if avx2.PackPays() && ops.Fast {
-		// gate, up and down_t of each layer
-		require.Equal(t, 2*3*768*256/32*18, packed.dense.Bytes())
+		// gate and up of each layer, and down_t's records
+		require.Equal(t, 2*(2*768*544/32*18+avx2.Q4AxpyBytes(768, 544)), packed.dense.Bytes())
 	}
 	pool := ops.NewPool(2)
 	defer pool.Close()

@@ -82,7 +82,7 @@ func ffnCPU(pool *Pool, f *FFN, down *Matrix, x []float32, T int, ids []int32, a
 	th := pool.Threads()
 	pool.Share(len(ids), max(th, min(pieces(th, T), T*len(ids)/ffnPieceRows)), j)
 	if j.down8.p != nil {
-		pool.Do(down.Cols/32, &j.down8)
+		pool.Do((down.Cols+255)/256, &j.down8)
 	}
 	// Each piece summed into its own partial; add them up now, in the
 	// pieces' order, so that the result does not depend on timing, and
@@ -105,15 +105,15 @@ func (j *ffnJob) reset() {
 }
 
 // downPacked adds Σ_r coef[r]·row r of a packed down projection p (all
-// rows) to out, over a range of its 32-column blocks.
+// rows) to out, over a range of its chunks of 256 columns.
 type downPacked struct {
 	p         []byte
 	coef, out []float32
 }
 
 func (d *downPacked) Run(lo, hi int) {
-	bb := len(d.p) / (len(d.out) / 32) // a block's bytes over all rows
-	avx2.AxpyQ4x16(d.out[32*lo:32*hi], d.p[lo*bb:hi*bb], d.coef)
+	cb := len(d.p) / ((len(d.out) + 255) / 256) // a chunk's bytes over all rows
+	avx2.AxpyQ4x16(d.out[256*lo:min(256*hi, len(d.out))], d.p[lo*cb:hi*cb], d.coef)
 }
 
 const ffnPieceRows = 32

@@ -143,11 +143,15 @@ func (p *Packing) Close() {
 }
 
 // packBytes is the size of m's packed copy: its whole groups of eight
-// rows (for axpy all rows, their count a multiple of sixteen), if it is
-// q4_0; 0 if it cannot be packed.
+// rows, or for axpy all rows (their count a multiple of sixteen) in
+// records of 256 columns (avx2.Q4AxpyBytes), if it is q4_0; 0 if it cannot
+// be packed.
 func (m *Matrix) packBytes(axpy bool) int {
 	if m.Type != Q4_0 || m.Rows < 8 || axpy && m.Rows%16 != 0 {
 		return 0
+	}
+	if axpy {
+		return avx2.Q4AxpyBytes(m.Rows, m.Cols)
 	}
 	return m.Rows / 8 * 8 * m.rowBytes()
 }
@@ -155,12 +159,13 @@ func (m *Matrix) packBytes(axpy bool) int {
 // pack makes dst (packBytes long; nil: made here) m's packed copy, then
 // m's readers' (packed), and returns the rows it holds.
 func (m *Matrix) pack(dst []byte, axpy bool) []byte {
-	rows := m.Data[:m.packBytes(axpy)]
-	if len(rows) == 0 {
+	n := m.packBytes(axpy)
+	if n == 0 {
 		return nil
 	}
+	rows := m.Data[:m.Rows/8*8*m.rowBytes()]
 	if dst == nil {
-		dst = make([]byte, len(rows))
+		dst = make([]byte, n)
 	}
 	if axpy {
 		avx2.PackQ4AxpyInto(dst, rows, m.Cols)

@@ -443,10 +443,11 @@ func TestBenchRepack(t *testing.T) {
 	// Attention's q, k, v, o of two layers (128 rows of 128 columns), their
 	// predictors' fc1 (32 rows of 128) and fc2 (256 rows of 32), and the
 	// output (512 rows): 18 bytes a block of 32; a dense run also the FFN's
-	// gate, up and down (256 rows each).
+	// gate and up (256 rows each), and down's copy for the axpy, whose
+	// records of 16 rows span 256 columns (the 128 padded).
 	load, ffn := int64(0), int64(0)
 	if avx2.PackPays() {
-		load, ffn = int64(2*4*128*4*18+2*(32*4*18+256*1*18)+512*4*18), int64(2*3*256*4*18)
+		load, ffn = int64(2*4*128*4*18+2*(32*4*18+256*1*18)+512*4*18), int64(2*(2*256*4*18+256/16*2304))
 	}
 	require.Equal(t, load, repacked("--mode", "sparse"))
 	require.Equal(t, load+ffn, repacked("--mode", "dense"))

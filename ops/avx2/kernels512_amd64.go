@@ -102,7 +102,7 @@ func gatherQ4p8x4(out *float32, ldo int, p *byte, ngroups int, xq *byte, nblk in
 // In q4a16_amd64.s (AVX2): the axpy over every row, packed for it.
 
 //go:noescape
-func axpyQ4a16(y *float32, p *byte, coef *float32, ngroups int, nblk int)
+func axpyQ4a16(y *float32, p *byte, coef *float32, ngroups int, m int, runs int)
 
 // In quant_amd64.s (AVX2 and F16C): quantQ8v's twin for CPUs without AVX-512.
 

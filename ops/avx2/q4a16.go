@@ -16,56 +16,76 @@ import (
 // rows are interleaved by column, so that VPMADDUBSW pairs two rows'
 // nibbles of a column with their int8 coefficients, a VPADDW adds rows
 // 0-7's sums to rows 8-15's and a VPMADDWD finishes the column's sum over
-// the sixteen; the blocks come block
-// by block (all rows' block 0, then block 1, ...), so that a thread keeps
-// its 32 columns of y in registers over all rows, and threads share y by
-// columns with no partial sums to add. As in axpyQ4i16a, each sixteen
-// rows' products coef·d of a block are rounded to int8 with one scale: as
-// precise as the q8_0 activations of the mat-vecs. It serves dense runs
-// only: a sparse FFN's scattered rows need the file's layout.
+// the sixteen. As in axpyQ4i16a, each sixteen rows' products coef·d of a
+// block are rounded to int8 with one scale: as precise as the q8_0
+// activations of the mat-vecs.
+//
+// A record holds sixteen rows over a chunk of eight blocks (256 columns),
+// their d first, a row's eight side by side: the kernel makes the
+// coefficients of the eight blocks at once, lanes being blocks, where
+// made block by block (a horizontal max, a division and a shuffle chain
+// for each) they cost as much as the nibbles' products and did not
+// overlap them (ops/avx2/NOTES.md, stop 27). A thread reads two runs of
+// chunks side by side, which on two threads read 75-79% of the stream
+// against 66-71% for one run of the earlier block-by-block kernel (four
+// runs 61-69%). Threads share y by chunks, with no partial sums to add. It serves dense runs only: a sparse FFN's
+// scattered rows need the file's layout.
 
-// a16Bytes is a block of sixteen packed rows: their sixteen d (f16), then
-// four 64-byte parts of eight columns each: four bytes a column for rows
-// 0-7, then four for rows 8-15, byte j of the first holding row j's nibble
-// of the column (low) and row j+4's (high), of the second rows 8+j and
-// 12+j.
-const a16Bytes = 16 * q4Block
+// a16Rec is a record: sixteen rows' d over eight blocks (f16, row r's at
+// 16r, block j's at 2j), then each block's 256 bytes: four 64-byte parts
+// of eight columns each: four bytes a column for rows 0-7, then four for
+// rows 8-15, byte i of the first holding row i's nibble of the column
+// (low) and row i+4's (high), of the second rows 8+i and 12+i. Blocks past
+// the matrix's are zeros.
+const a16Rec = 256 + 8*256
+
+// Q4AxpyBytes is the size of PackQ4Axpy's copy of rows q4_0 rows (a
+// multiple of sixteen) of cols columns: a record per group of sixteen rows
+// and chunk of eight blocks.
+func Q4AxpyBytes(rows, cols int) int { return rows / 16 * ((cols/32 + 7) / 8) * a16Rec }
 
 // PackQ4Axpy repacks q4_0 rows (cols/32*18 bytes each; their count a
-// multiple of sixteen) for AxpyQ4x16: block b of every group of sixteen
-// rows in turn, then block b+1.
+// multiple of sixteen) for AxpyQ4x16: chunk by chunk, each chunk's records
+// group by group.
 func PackQ4Axpy(w []byte, cols int) []byte {
-	p := make([]byte, len(w))
+	checkBlocks("PackQ4Axpy", cols)
+	p := make([]byte, Q4AxpyBytes(len(w)/max(1, cols/32*q4Block), cols))
 	PackQ4AxpyInto(p, w, cols)
 	return p
 }
 
-// PackQ4AxpyInto is PackQ4Axpy into p (len(w) bytes).
+// PackQ4AxpyInto is PackQ4Axpy into p (Q4AxpyBytes long).
 func PackQ4AxpyInto(p, w []byte, cols int) {
-	nblk, rb := checkPack("PackQ4Axpy", p, w, cols, 16)
-	ng := len(w) / (16 * rb)
-	// Eight groups (128 rows, in L2) at a time, block by block: their rows
-	// are read once, in order, and each block's copies are written
-	// side by side. Block by block over the whole matrix would sweep it
-	// once a block; group by group would write to every block's place.
-	const tile = 8
+	checkBlocks("PackQ4AxpyInto", cols)
+	nb := cols / 32
+	rb := nb * q4Block
+	if rb == 0 || len(w)%(16*rb) != 0 || len(p) != Q4AxpyBytes(len(w)/rb, cols) {
+		panic(fmt.Sprintf("avx2.PackQ4AxpyInto: %d bytes are not a whole number of groups of sixteen %d-byte rows, or the copy's %d", len(w), rb, len(p)))
+	}
+	ng, nc := len(w)/(16*rb), (nb+7)/8
 	var rows [16][]byte
-	for g0 := 0; g0 < ng; g0 += tile {
-		for b := range nblk {
-			for g := g0; g < min(g0+tile, ng); g++ {
-				dst := p[(b*ng+g)*a16Bytes:][:a16Bytes]
+	var blk [32 + 256]byte
+	// Group by group: a group's sixteen rows (36 KB at 4096 columns) stay
+	// in cache while its records, one per chunk, are written.
+	for g := range ng {
+		for c := range nc {
+			dst := p[(c*ng+g)*a16Rec:][:a16Rec]
+			clear(dst)
+			for j := range min(8, nb-8*c) {
+				b := 8*c + j
 				for r := range rows {
 					rows[r] = w[(16*g+r)*rb+b*q4Block:][:q4Block]
-					dst[2*r], dst[2*r+1] = rows[r][0], rows[r][1]
+					dst[16*r+2*j], dst[16*r+2*j+1] = rows[r][0], rows[r][1]
 				}
-				packA16(dst, &rows)
+				packA16(blk[:], &rows)
+				copy(dst[256+256*j:][:256], blk[32:])
 			}
 		}
 	}
 }
 
 // packA16 writes the 16 rows' nibbles of one block (rows: their q4_0
-// blocks) into its packed copy dst.
+// blocks) into dst[32:288], the block's four parts.
 func packA16(dst []byte, rows *[16][]byte) {
 	le := binary.LittleEndian
 	// Eight columns at a time, for rows 0-7 and then 8-15: v[j] holds,
@@ -92,12 +112,13 @@ func packA16(dst []byte, rows *[16][]byte) {
 }
 
 // AxpyQ4x16 adds Σ_r coef[r]·row r to y, over the columns that p holds:
-// len(y)/32 blocks of PackQ4Axpy's copy of len(coef) rows (a multiple of
-// sixteen), taken whole from its start (the copy of blocks b0..b1 is
-// p[b0*n*18:b1*n*18] for n rows).
+// PackQ4Axpy's copy of len(coef) rows (a multiple of sixteen), the chunks
+// of len(y) columns (len(y)/32 blocks) taken whole from its start: the
+// copy of chunks c0..c1 (columns 256·c0 on) is p[c0*n/16*a16Rec:c1*n/16*a16Rec]
+// for n rows.
 func AxpyQ4x16(y []float32, p []byte, coef []float32) {
 	ng, nb := len(coef)/16, len(y)/32
-	if ng == 0 || len(coef)%16 != 0 || len(y)%32 != 0 || len(p) != nb*ng*a16Bytes {
+	if ng == 0 || len(coef)%16 != 0 || len(y)%32 != 0 || len(p) != Q4AxpyBytes(len(coef), len(y)) {
 		panic(fmt.Sprintf("avx2.AxpyQ4x16: y %d, packed %d bytes, %d coefficients", len(y), len(p), len(coef)))
 	}
 	if nb == 0 {
@@ -107,7 +128,25 @@ func AxpyQ4x16(y []float32, p []byte, coef []float32) {
 		axpyQ4a16Go(y, p, coef)
 		return
 	}
-	axpyQ4a16(&y[0], &p[0], &coef[0], ng, nb)
+	// Two runs of whole chunks side by side, then the rest; a last chunk
+	// of fewer than eight blocks adds into a copy of its columns.
+	cb := ng * a16Rec
+	whole := nb / 8
+	c := 0
+	if m := whole / 2; m > 0 {
+		axpyQ4a16(&y[0], &p[0], &coef[0], ng, m, 2)
+		c = 2 * m
+	}
+	if c < whole {
+		axpyQ4a16(&y[256*c], &p[c*cb], &coef[0], ng, whole-c, 1)
+	}
+	if nb%8 != 0 {
+		var tail [256]float32
+		rest := y[256*whole:]
+		copy(tail[:], rest)
+		axpyQ4a16(&tail[0], &p[whole*cb], &coef[0], ng, 1, 1)
+		copy(rest, tail[:])
+	}
 }
 
 // a16Coef rounds a group's coefficients times its rows' d (blk's first 32
@@ -132,20 +171,27 @@ func a16Coef(blk []byte, coef []float32) (s float32, k [16]int32) {
 // last: the kernel's fused multiply-add rounds once, this twice (through
 // float64), which may differ by an ulp.
 func axpyQ4a16Go(y []float32, p []byte, coef []float32) {
-	ng := len(coef) / 16
-	for b := range len(y) / 32 {
-		acc := y[32*b : 32*b+32]
+	ng, nb := len(coef)/16, len(y)/32
+	var blk [32]byte // a block's sixteen d, as a16Coef reads them
+	for c := range (nb + 7) / 8 {
 		for g := range ng {
-			blk := p[(b*ng+g)*a16Bytes:][:a16Bytes]
-			s, k := a16Coef(blk, coef[16*g:])
-			for c := range 32 {
-				var sum int32
-				for h := 0; h < 16; h += 8 {
-					for j, v := range blk[32+64*(c/8)+4*h+4*(c%8):][:4] {
-						sum += k[h+j]*(int32(v&15)-8) + k[h+j+4]*(int32(v>>4)-8)
-					}
+			rec := p[(c*ng+g)*a16Rec:][:a16Rec]
+			for j := range min(8, nb-8*c) {
+				for r := range 16 {
+					blk[2*r], blk[2*r+1] = rec[16*r+2*j], rec[16*r+2*j+1]
 				}
-				acc[c] = float32(math.FMA(float64(s), float64(sum), float64(acc[c])))
+				s, k := a16Coef(blk[:], coef[16*g:])
+				acc := y[32*(8*c+j):][:32]
+				parts := rec[256+256*j:][:256]
+				for col := range 32 {
+					var sum int32
+					for h := 0; h < 16; h += 8 {
+						for i, v := range parts[64*(col/8)+4*h+4*(col%8):][:4] {
+							sum += k[h+i]*(int32(v&15)-8) + k[h+i+4]*(int32(v>>4)-8)
+						}
+					}
+					acc[col] = float32(math.FMA(float64(s), float64(sum), float64(acc[col])))
+				}
 			}
 		}
 	}

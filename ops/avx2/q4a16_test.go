@@ -7,17 +7,17 @@ import (
 	"testing"
 )
 
-// checkAxpyQ4x16 holds AxpyQ4x16 over blocks b0..b1 of packed p (PackQ4Axpy
+// checkAxpyQ4x16 holds AxpyQ4x16 over chunks c0..c1 of packed p (PackQ4Axpy
 // of q4_0 rows w) to the float64 sum from w's own rows, within what
 // rounding each sixteen rows' coef·d to int8 allows (half a scale per row,
 // the scale being the group's largest |coef·d| over 127, taken here from
 // the rows) and float32's rounding once per group.
-func checkAxpyQ4x16(t *testing.T, w, p []byte, cols, b0, b1 int, coef, y0 []float32) {
+func checkAxpyQ4x16(t *testing.T, w, p []byte, cols, c0, c1 int, coef, y0 []float32) {
 	t.Helper()
 	n, rb := len(coef), kQ4.rowBytes(cols)
-	lo, hi := 32*b0, 32*b1
+	lo, hi := 256*c0, min(256*c1, cols)
 	got := append([]float32(nil), y0[lo:hi]...)
-	AxpyQ4x16(got, p[b0*n*18:b1*n*18], coef)
+	AxpyQ4x16(got, p[c0*n/16*a16Rec:c1*n/16*a16Rec], coef)
 	want, mag, allow := make([]float64, cols), make([]float64, cols), make([]float64, cols)
 	for j, v := range y0 {
 		want[j], mag[j] = float64(v), math.Abs(float64(v))
@@ -47,14 +47,16 @@ func checkAxpyQ4x16(t *testing.T, w, p []byte, cols, b0, b1 int, coef, y0 []floa
 		}
 		tol := allow[j] + 6e-8*float64(n/16+1)*(mag[j]+allow[j]) + 1e-30
 		if d := math.Abs(float64(got[j-lo]) - want[j]); !(d <= tol) {
-			t.Fatalf("cols %d, %d rows, blocks %d..%d: y[%d] = %g, want %g (tol %g)", cols, n, b0, b1, j, got[j-lo], want[j], tol)
+			t.Fatalf("cols %d, %d rows, chunks %d..%d: y[%d] = %g, want %g (tol %g)", cols, n, c0, c1, j, got[j-lo], want[j], tol)
 		}
 	}
 }
 
 func TestAxpyQ4x16(t *testing.T) {
 	r := rand.New(rand.NewPCG(31, 31))
-	for _, cols := range []int{32, 64, 544, 4096} {
+	// One block; a chunk and a part of one (544); four runs of one chunk,
+	// a fifth alone and three blocks (1376); four runs of four (4096).
+	for _, cols := range []int{32, 64, 544, 1376, 4096} {
 		for _, n := range []int{16, 32, 48} {
 			w := randMatrix(r, kQ4, n, cols, 1)
 			p := PackQ4Axpy(w, cols)
@@ -66,12 +68,12 @@ func TestAxpyQ4x16(t *testing.T) {
 				coef[19] = 300
 			}
 			y0 := randVec(r, cols)
-			nb := cols / 32
+			nc := (cols/32 + 7) / 8
 			t.Run(fmt.Sprintf("cols%d/n%d", cols, n), func(t *testing.T) {
 				forPaths(t, func(t *testing.T) {
-					checkAxpyQ4x16(t, w, p, cols, 0, nb, coef, y0)
-					if nb > 2 {
-						checkAxpyQ4x16(t, w, p, cols, 1, nb-1, coef, y0)
+					checkAxpyQ4x16(t, w, p, cols, 0, nc, coef, y0)
+					if nc > 2 {
+						checkAxpyQ4x16(t, w, p, cols, 1, nc-1, coef, y0)
 					}
 				})
 			})
@@ -122,7 +124,7 @@ func FuzzAxpyQ4x16(f *testing.F) {
 		y0 := randVec(r, cols)
 		p := PackQ4Axpy(w, cols)
 		forPaths(t, func(t *testing.T) {
-			checkAxpyQ4x16(t, w, p, cols, 0, cols/32, coef, y0)
+			checkAxpyQ4x16(t, w, p, cols, 0, (cols/32+7)/8, coef, y0)
 		})
 	})
 }
@@ -150,7 +152,7 @@ func BenchmarkAxpyQ4x16(b *testing.B) {
 func BenchmarkPackQ4Axpy(b *testing.B) {
 	r := rand.New(rand.NewPCG(34, 34))
 	w := randMatrix(r, kQ4, benchRows, benchCols, 0) // an FFN's, beyond L2 and L3
-	p := make([]byte, len(w))
+	p := make([]byte, Q4AxpyBytes(benchRows, benchCols))
 	b.SetBytes(int64(len(w)))
 	for b.Loop() {
 		PackQ4AxpyInto(p, w, benchCols)
