@@ -82,7 +82,7 @@ func ffnCPU(pool *Pool, f *FFN, down *Matrix, x []float32, T int, ids []int32, a
 	th := pool.Threads()
 	pool.Share(len(ids), max(th, min(pieces(th, T), T*len(ids)/ffnPieceRows)), j)
 	if j.down8.p != nil {
-		pool.Do((down.Cols+255)/256, &j.down8)
+		pool.Do(avx2.Q4AxpyChunks(down.Cols), &j.down8)
 	}
 	// Each piece summed into its own partial; add them up now, in the
 	// pieces' order, so that the result does not depend on timing, and
@@ -105,15 +105,15 @@ func (j *ffnJob) reset() {
 }
 
 // downPacked adds Σ_r coef[r]·row r of a packed down projection p (all
-// rows) to out, over a range of its chunks of 256 columns.
+// rows) to out, over a range of its chunks (avx2.Q4AxpyCols columns each).
 type downPacked struct {
 	p         []byte
 	coef, out []float32
 }
 
 func (d *downPacked) Run(lo, hi int) {
-	cb := len(d.p) / ((len(d.out) + 255) / 256) // a chunk's bytes over all rows
-	avx2.AxpyQ4x16(d.out[256*lo:min(256*hi, len(d.out))], d.p[lo*cb:hi*cb], d.coef)
+	cb := len(d.p) / avx2.Q4AxpyChunks(len(d.out)) // a chunk's bytes over all rows
+	avx2.AxpyQ4x16(d.out[avx2.Q4AxpyCols*lo:min(avx2.Q4AxpyCols*hi, len(d.out))], d.p[lo*cb:hi*cb], d.coef)
 }
 
 const ffnPieceRows = 32

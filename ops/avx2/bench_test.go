@@ -203,9 +203,39 @@ func BenchmarkStream(b *testing.B) {
 	_ = sink
 }
 
-// streamTime is how long the faster of Sum and SumRuns took over the same
-// loop's reads: t[0] the one's total, t[1] the other's.
-func streamTime(t [2]time.Duration) time.Duration { return min(t[0], t[1]) }
+// streams times, over a benchmark's loop, the streaming read that its
+// kernels are held against: Sum's one run and SumRuns' four side by side,
+// each over the next stretch of a (wrapping at its end), so that a drift
+// of the host's bandwidth meets the kernels and both reads alike.
+type streams struct {
+	a    []float32
+	at   int
+	t    [2]time.Duration // Sum's, SumRuns'
+	sink [2]float32
+}
+
+// read streams n floats on each of threads threads (one, or two through
+// onTwo), once with each sum.
+func (s *streams) read(n, threads int) {
+	for k, sum := range []func([]float32) float32{Sum, SumRuns} {
+		if s.at+threads*n > len(s.a) {
+			s.at = 0
+		}
+		base := s.at
+		f := func(th int) { s.sink[th] += sum(s.a[base+th*n:][:n]) }
+		if threads == 1 {
+			start := time.Now()
+			f(0)
+			s.t[k] += time.Since(start)
+		} else {
+			s.t[k] += onTwo(f)
+		}
+		s.at += threads * n
+	}
+}
+
+// time is the faster read's total: the stream.
+func (s *streams) time() time.Duration { return min(s.t[0], s.t[1]) }
 
 // benchAlloc maps a benchmark's buffer in huge pages, as gguf's map of a
 // model file gets them, or in 4 KB pages, which show what TLB misses cost.

@@ -28,8 +28,9 @@ import (
 // overlap them (ops/avx2/NOTES.md, stop 27). A thread reads two runs of
 // chunks side by side, which on two threads read 75-79% of the stream
 // against 66-71% for one run of the earlier block-by-block kernel (four
-// runs 61-69%). Threads share y by chunks, with no partial sums to add. It serves dense runs only: a sparse FFN's
-// scattered rows need the file's layout.
+// runs 61-69%). Threads share y by chunks, with no partial sums to add.
+// It serves dense runs only: a sparse FFN's scattered rows need the file's
+// layout.
 
 // a16Rec is a record: sixteen rows' d over eight blocks (f16, row r's at
 // 16r, block j's at 2j), then each block's 256 bytes: four 64-byte parts
@@ -39,16 +40,22 @@ import (
 // the matrix's are zeros.
 const a16Rec = 256 + 8*256
 
+// Q4AxpyCols is the columns a record spans: its chunk of eight blocks.
+const Q4AxpyCols = 8 * 32
+
+// Q4AxpyChunks is how many chunks of records cover cols columns (the last
+// padded with zeros).
+func Q4AxpyChunks(cols int) int { return (cols + Q4AxpyCols - 1) / Q4AxpyCols }
+
 // Q4AxpyBytes is the size of PackQ4Axpy's copy of rows q4_0 rows (a
 // multiple of sixteen) of cols columns: a record per group of sixteen rows
-// and chunk of eight blocks.
-func Q4AxpyBytes(rows, cols int) int { return rows / 16 * ((cols/32 + 7) / 8) * a16Rec }
+// and chunk.
+func Q4AxpyBytes(rows, cols int) int { return rows / 16 * Q4AxpyChunks(cols) * a16Rec }
 
 // PackQ4Axpy repacks q4_0 rows (cols/32*18 bytes each; their count a
 // multiple of sixteen) for AxpyQ4x16: chunk by chunk, each chunk's records
 // group by group.
 func PackQ4Axpy(w []byte, cols int) []byte {
-	checkBlocks("PackQ4Axpy", cols)
 	p := make([]byte, Q4AxpyBytes(len(w)/max(1, cols/32*q4Block), cols))
 	PackQ4AxpyInto(p, w, cols)
 	return p
@@ -56,13 +63,8 @@ func PackQ4Axpy(w []byte, cols int) []byte {
 
 // PackQ4AxpyInto is PackQ4Axpy into p (Q4AxpyBytes long).
 func PackQ4AxpyInto(p, w []byte, cols int) {
-	checkBlocks("PackQ4AxpyInto", cols)
-	nb := cols / 32
-	rb := nb * q4Block
-	if rb == 0 || len(w)%(16*rb) != 0 || len(p) != Q4AxpyBytes(len(w)/rb, cols) {
-		panic(fmt.Sprintf("avx2.PackQ4AxpyInto: %d bytes are not a whole number of groups of sixteen %d-byte rows, or the copy's %d", len(w), rb, len(p)))
-	}
-	ng, nc := len(w)/(16*rb), (nb+7)/8
+	nb, rb := checkPack("PackQ4Axpy", p, w, cols, 16, func(rows int) int { return Q4AxpyBytes(rows, cols) })
+	ng, nc := len(w)/(16*rb), Q4AxpyChunks(cols)
 	var rows [16][]byte
 	var blk [32 + 256]byte
 	// Group by group: a group's sixteen rows (36 KB at 4096 columns) stay
@@ -131,18 +133,17 @@ func AxpyQ4x16(y []float32, p []byte, coef []float32) {
 	// Two runs of whole chunks side by side, then the rest; a last chunk
 	// of fewer than eight blocks adds into a copy of its columns.
 	cb := ng * a16Rec
-	whole := nb / 8
+	whole := len(y) / Q4AxpyCols
 	c := 0
 	if m := whole / 2; m > 0 {
 		axpyQ4a16(&y[0], &p[0], &coef[0], ng, m, 2)
 		c = 2 * m
 	}
 	if c < whole {
-		axpyQ4a16(&y[256*c], &p[c*cb], &coef[0], ng, whole-c, 1)
+		axpyQ4a16(&y[Q4AxpyCols*c], &p[c*cb], &coef[0], ng, whole-c, 1)
 	}
-	if nb%8 != 0 {
-		var tail [256]float32
-		rest := y[256*whole:]
+	if rest := y[Q4AxpyCols*whole:]; len(rest) > 0 {
+		var tail [Q4AxpyCols]float32
 		copy(tail[:], rest)
 		axpyQ4a16(&tail[0], &p[whole*cb], &coef[0], ng, 1, 1)
 		copy(rest, tail[:])
@@ -173,7 +174,7 @@ func a16Coef(blk []byte, coef []float32) (s float32, k [16]int32) {
 func axpyQ4a16Go(y []float32, p []byte, coef []float32) {
 	ng, nb := len(coef)/16, len(y)/32
 	var blk [32]byte // a block's sixteen d, as a16Coef reads them
-	for c := range (nb + 7) / 8 {
+	for c := range Q4AxpyChunks(len(y)) {
 		for g := range ng {
 			rec := p[(c*ng+g)*a16Rec:][:a16Rec]
 			for j := range min(8, nb-8*c) {

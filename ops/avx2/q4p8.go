@@ -34,7 +34,7 @@ func PackQ4x8(w []byte, cols int) []byte {
 
 // PackQ4x8Into is PackQ4x8 into p (len(w) bytes).
 func PackQ4x8Into(p, w []byte, cols int) {
-	nblk, rb := checkPack("PackQ4x8", p, w, cols, 8)
+	nblk, rb := checkPack("PackQ4x8", p, w, cols, 8, func(int) int { return len(w) })
 	le := binary.LittleEndian
 	for g := 0; g < len(w)/(8*rb); g++ {
 		for b := range nblk {
@@ -52,12 +52,12 @@ func PackQ4x8Into(p, w []byte, cols int) {
 }
 
 // checkPack panics unless w is whole groups of g q4_0 rows of cols columns
-// and p as long; it returns a row's blocks and bytes.
-func checkPack(name string, p, w []byte, cols, g int) (nblk, rb int) {
+// and p is copyBytes(rows) long; it returns a row's blocks and bytes.
+func checkPack(name string, p, w []byte, cols, g int, copyBytes func(rows int) int) (nblk, rb int) {
 	checkBlocks(name, cols)
 	nblk = cols / 32
 	rb = nblk * q4Block
-	if rb == 0 || len(w)%(g*rb) != 0 || len(p) != len(w) {
+	if rb == 0 || len(w)%(g*rb) != 0 || len(p) != copyBytes(len(w)/rb) {
 		panic(fmt.Sprintf("avx2.%s: %d bytes are not a whole number of groups of %d %d-byte rows, or the copy's %d", name, len(w), g, rb, len(p)))
 	}
 	return nblk, rb

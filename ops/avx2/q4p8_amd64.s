@@ -10,13 +10,16 @@ GLOBL p8_low4<>(SB), RODATA|NOPTR, $4
 DATA p8_ones<>+0(SB)/4, $0x00010001
 GLOBL p8_ones<>(SB), RODATA|NOPTR, $4
 
-// UNPACK loads part c of the block at SI (its 32 bytes at 16+32c) into
-// Y1 (low nibbles) and Y2 (high); Y14 holds 0x0f bytes.
-#define UNPACK(c) \
-	VMOVDQU (16+32*c)(SI), Y1 \
-	VPSRLW  $4, Y1, Y2         \
-	VPAND   Y14, Y1, Y1        \
-	VPAND   Y14, Y2, Y2
+// UNPACKP loads part c of the block at P (its 32 bytes at 16+32c) into
+// L (low nibbles) and H (high); Y14 holds 0x0f bytes. UNPACK is the block
+// at SI into Y1 and Y2.
+#define UNPACKP(c, P, L, H) \
+	VMOVDQU (16+32*c)(P), L \
+	VPSRLW  $4, L, H         \
+	VPAND   Y14, L, L        \
+	VPAND   Y14, H, H
+
+#define UNPACK(c) UNPACKP(c, SI, Y1, Y2)
 
 // TOK adds the unpacked part c times token X's x (at X, e.g.
 // (DI)(R10*1): bytes 4c..4c+3 against the low nibbles, 16+4c.. against the
@@ -91,10 +94,7 @@ done:
 
 #define UNPACK2(c) \
 	UNPACK(c)                 \
-	VMOVDQU (16+32*c)(BX), Y8 \
-	VPSRLW  $4, Y8, Y9         \
-	VPAND   Y14, Y8, Y8        \
-	VPAND   Y14, Y9, Y9
+	UNPACKP(c, BX, Y8, Y9)
 
 #define TOK2(c) \
 	VPBROADCASTD (2+4*c)(DI), Y3  \
@@ -246,10 +246,7 @@ done4:
 // (BenchmarkGatherQ4x8Streams, ops/avx2/NOTES.md, stop 27).
 
 #define RUN4(c, P, A) \
-	VMOVDQU    (16+32*c)(P), Y1 \
-	VPSRLW     $4, Y1, Y2       \
-	VPAND      Y14, Y1, Y1      \
-	VPAND      Y14, Y2, Y2      \
+	UNPACKP(c, P, Y1, Y2)       \
 	VPMADDUBSW Y3, Y1, Y1       \
 	VPADDW     Y1, A, A         \
 	VPMADDUBSW Y10, Y2, Y2      \

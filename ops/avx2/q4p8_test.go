@@ -163,27 +163,19 @@ func BenchmarkGatherQ4x8Streams(b *testing.B) {
 		}},
 		{"four-runs", func(out []float32, p []byte) { gatherQ4x8Tiles(out, 8*half, p, nblk, xq, 1, tab) }},
 	}
-	var sums [2]float32
 	t := make([]time.Duration, len(kernels))
-	var st [2]time.Duration // Sum's and SumRuns'
-	i, at := 0, 0
+	st := streams{a: a}
+	i := 0
 	for b.Loop() {
 		for k, kern := range kernels {
 			p := packed[(i+k)%len(packed)]
 			t[k] += onTwo(func(th int) { kern.run(outs[th], p[th*half*gb:][:half*gb]) })
 		}
-		n := half * gb / 4 // a thread's floats
-		for k, sum := range []func([]float32) float32{Sum, SumRuns} {
-			if at+2*n > len(a) {
-				at = 0
-			}
-			st[k] += onTwo(func(th int) { sums[th] += sum(a[at+th*n:][:n]) })
-			at += 2 * n
-		}
+		st.read(half*gb/4, 2) // a thread's floats
 		i += len(kernels)
 	}
 	bytes := float64(2*half*gb) * float64(b.N)
-	stream := streamTime(st)
+	stream := st.time()
 	b.ReportMetric(bytes/stream.Seconds()/1e6, "stream-MB/s")
 	for k, kern := range kernels {
 		b.ReportMetric(bytes/t[k].Seconds()/1e6, kern.name+"-MB/s")

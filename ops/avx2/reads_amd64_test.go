@@ -69,10 +69,9 @@ func BenchmarkGatherShare(b *testing.B) {
 			bytes := len(sets[0]) * rb
 			chunk := bytes / 4
 			var t [2]time.Duration
-			var st [2]time.Duration // Sum's, SumRuns'
+			st := streams{a: a}
 			var sink uint64
-			var fsink float32
-			i, at := 0, 0
+			i := 0
 			for b.Loop() {
 				rows := sets[i%benchSets]
 				t0 := time.Now()
@@ -80,19 +79,11 @@ func BenchmarkGatherShare(b *testing.B) {
 				t1 := time.Now()
 				sink |= readRows(&m.layers[(i+1)%len(m.layers)][0], rb, &rows[0], len(rows), rb/64, 8)
 				t[0], t[1] = t[0]+t1.Sub(t0), t[1]+time.Since(t1)
-				for k, sum := range []func([]float32) float32{Sum, SumRuns} {
-					if at+chunk > len(a) {
-						at = 0
-					}
-					t2 := time.Now()
-					fsink += sum(a[at : at+chunk])
-					st[k] += time.Since(t2)
-					at += chunk
-				}
+				st.read(chunk, 1)
 				i += 2
 			}
-			_, _ = sink, fsink
-			stream := streamTime(st)
+			_ = sink
+			stream := st.time()
 			for k, name := range []string{"gather-MB/s", "reads-MB/s"} {
 				b.ReportMetric(float64(bytes)*float64(b.N)/t[k].Seconds()/1e6, name)
 			}
