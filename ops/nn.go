@@ -3,6 +3,7 @@ package ops
 import (
 	"math"
 	"sync"
+	"sync/atomic"
 
 	"github.com/pinfer/pinfer/ops/avx2"
 )
@@ -69,66 +70,101 @@ func LayerNorm(out, x, w, b []float32, eps float32) {
 func RoPE(x []float32, nHead, headDim, nRot, pos int, theta float64, neox bool) {
 	half := nRot / 2
 	var cs, sn [ropeMax]float32
-	c, s := cs[:min(half, ropeMax)], sn[:min(half, ropeMax)]
-	if half > ropeMax {
-		c, s = make([]float32, half), make([]float32, half)
-	}
-	ropeAngles(c, s, theta, nRot, pos)
+	c, s := ropeAngles(cs[:min(half, ropeMax)], sn[:min(half, ropeMax)], theta, nRot, pos)
 	for h := 0; h < nHead; h++ {
 		v := x[h*headDim : h*headDim+nRot]
 		if neox {
-			lo, hi := v[:half], v[half:]
-			for i, x0 := range lo {
-				x1 := hi[i]
-				lo[i] = x0*c[i] - x1*s[i]
-				hi[i] = x0*s[i] + x1*c[i]
-			}
-			continue
-		}
-		for i := range c {
-			x0, x1 := v[2*i], v[2*i+1]
-			v[2*i] = x0*c[i] - x1*s[i]
-			v[2*i+1] = x0*s[i] + x1*c[i]
+			avx2.RotateHalves(v[:half], v[half:], c, s)
+		} else {
+			avx2.RotatePairs(v, c, s)
 		}
 	}
 }
 
-// ropeMax is the most angles a position's cache holds (heads of up to 256).
+// ropeMax is the widest rotation whose angles a call makes on its stack
+// past the kept positions (heads of up to 256).
 const ropeMax = 128
 
-// ropeLast keeps the last position's cosines and sines: every layer's q
-// and k of a decode step share them, so they are made once a step rather
-// than twice a layer (64 of each per call for a 128-wide head). Callers
-// copy them out under the lock, which allocates nothing.
-var ropeLast struct {
-	sync.Mutex
-	theta     float64
-	nRot, pos int
-	cos, sin  [ropeMax]float32
+// ropeKeep is how many cosines (and as many sines) are kept per theta and
+// nRot: every layer's q and k at a position use the same angles, and a
+// prompt's tokens take turns on the pool's threads, so the one position
+// kept before was made again at almost every call of a prefill. 2M is
+// 32768 positions of a 128-wide head in 16 MB; later positions make theirs
+// at each call.
+const ropeKeep = 1 << 21
+
+// ropeKept is the angles of positions [0, n) for one theta and nRot, each
+// position's nRot/2 cosines and sines at pos*nRot/2. Readers load n, then
+// the slices: a growth stores the copied slices before the larger n, and
+// positions below n are never written again.
+type ropeKept struct {
+	mu       sync.Mutex
+	n        atomic.Int64
+	cos, sin atomic.Pointer[[]float32]
 }
 
-// ropeAngles sets c and s (nRot/2 each) to the cosines and sines of
-// position pos's angles.
-func ropeAngles(c, s []float32, theta float64, nRot, pos int) {
-	fill := func(c, s []float32) {
-		for i, f := range ropeFreqs(theta, nRot) {
-			angle := float64(float32(pos) * f)
-			c[i], s[i] = float32(math.Cos(angle)), float32(math.Sin(angle))
+var ropeCache sync.Map // ropeKey -> *ropeKept
+
+// ropeAngles returns the cosines and sines of position pos's angles: the
+// kept ones, or past those made into c and s (or new slices, if nRot/2 is
+// longer).
+func ropeAngles(c, s []float32, theta float64, nRot, pos int) ([]float32, []float32) {
+	half := nRot / 2
+	if pos >= ropeKeep/max(half, 1) || pos < 0 {
+		if half > len(c) {
+			c, s = make([]float32, half), make([]float32, half)
 		}
+		ropeFill(c[:half], s[:half], ropeFreqs(theta, nRot), pos)
+		return c[:half], s[:half]
 	}
-	if len(c) > ropeMax {
-		fill(c, s)
+	key := ropeKey{theta, nRot}
+	v, ok := ropeCache.Load(key)
+	if !ok {
+		v, _ = ropeCache.LoadOrStore(key, new(ropeKept))
+	}
+	k := v.(*ropeKept)
+	if int64(pos) >= k.n.Load() {
+		k.grow(theta, nRot, pos)
+	}
+	return (*k.cos.Load())[pos*half:][:half], (*k.sin.Load())[pos*half:][:half]
+}
+
+// grow makes the angles of the positions up to pos, and a stretch beyond
+// it (as many again as are kept, at least 256) so that decode, a position
+// a step, makes them and allocates only now and then.
+func (k *ropeKept) grow(theta float64, nRot, pos int) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	n := int(k.n.Load())
+	if pos < n {
 		return
 	}
-	r := &ropeLast
-	r.Lock()
-	if r.theta != theta || r.nRot != nRot || r.pos != pos {
-		fill(r.cos[:len(c)], r.sin[:len(c)])
-		r.theta, r.nRot, r.pos = theta, nRot, pos
+	half := nRot / 2
+	want := min(ropeKeep/max(half, 1), max(pos+1, 2*n, 256))
+	var cos, sin []float32
+	if p := k.cos.Load(); p != nil {
+		cos, sin = *p, *k.sin.Load()
 	}
-	copy(c, r.cos[:len(c)])
-	copy(s, r.sin[:len(c)])
-	r.Unlock()
+	if cap(cos) < want*half {
+		cos = append(make([]float32, 0, want*half), cos[:n*half]...)
+		sin = append(make([]float32, 0, want*half), sin[:n*half]...)
+	}
+	cos, sin = cos[:want*half], sin[:want*half]
+	f := ropeFreqs(theta, nRot)
+	for p := n; p < want; p++ {
+		ropeFill(cos[p*half:][:half], sin[p*half:][:half], f, p)
+	}
+	k.cos.Store(&cos)
+	k.sin.Store(&sin)
+	k.n.Store(int64(want))
+}
+
+// ropeFill sets c and s to the cosines and sines of position pos's angles.
+func ropeFill(c, s, freqs []float32, pos int) {
+	for i, f := range freqs {
+		angle := float64(float32(pos) * f)
+		c[i], s[i] = float32(math.Cos(angle)), float32(math.Sin(angle))
+	}
 }
 
 // ropeFreqs returns RoPE's inverse frequencies for theta and nRot, made

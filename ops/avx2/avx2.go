@@ -509,6 +509,49 @@ func ScaleMul(out, x, w []float32, s float32) {
 	}
 }
 
+// RotatePairs rotates each pair (v[2i], v[2i+1]) by the angle whose cosine
+// and sine are c[i] and s[i] (RoPE's interleaved layout): x0·c − x1·s and
+// x0·s + x1·c, each product and sum rounded once, on every path alike.
+func RotatePairs(v, c, s []float32) {
+	n := len(v) / 2
+	if len(v)%2 != 0 || len(c) < n || len(s) < n {
+		panic(fmt.Sprintf("avx2.RotatePairs: %d values (pairs, so even), %d cosines, %d sines", len(v), len(c), len(s)))
+	}
+	body := n &^ 3
+	if !Available {
+		body = 0
+	}
+	if body > 0 {
+		ropePairs(&v[0], &c[0], &s[0], body)
+	}
+	for i := body; i < n; i++ {
+		x0, x1 := v[2*i], v[2*i+1]
+		v[2*i] = float32(x0*c[i]) - float32(x1*s[i]) // float32(): no FMA
+		v[2*i+1] = float32(x0*s[i]) + float32(x1*c[i])
+	}
+}
+
+// RotateHalves is RotatePairs over the pairs (lo[i], hi[i]), GPT-NeoX's
+// layout.
+func RotateHalves(lo, hi, c, s []float32) {
+	n := len(lo)
+	if len(hi) != n || len(c) < n || len(s) < n {
+		panic(fmt.Sprintf("avx2.RotateHalves: %d and %d values, %d cosines, %d sines", len(lo), len(hi), len(c), len(s)))
+	}
+	body := n &^ 7
+	if !Available {
+		body = 0
+	}
+	if body > 0 {
+		ropeHalves(&lo[0], &hi[0], &c[0], &s[0], body)
+	}
+	for i := body; i < n; i++ {
+		x0, x1 := lo[i], hi[i]
+		lo[i] = float32(x0*c[i]) - float32(x1*s[i])
+		hi[i] = float32(x0*s[i]) + float32(x1*c[i])
+	}
+}
+
 // Add sets out[i] = a[i] + b[i]; out must not be b. It is the strided
 // axpy's one row with coefficient 1, whose fused a + 1·b rounds once, as
 // the sum does.

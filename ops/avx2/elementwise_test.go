@@ -6,10 +6,12 @@ import (
 	"testing"
 )
 
-// checkElementwise holds SumSq64, ScaleMul and Add on x, w to their
-// definitions: the sum of squares within 1e-12 of a float64 loop's (each
-// square is exact; only the order of the float64 adds differs), the
-// products and sums bit for bit (NaN for NaN).
+// checkElementwise holds SumSq64, ScaleMul, Add and the rotations on x, w
+// to their definitions: the sum of squares within 1e-12 of a float64
+// loop's (each square is exact; only the order of the float64 adds
+// differs), the products and sums bit for bit (NaN for NaN). The
+// rotations turn x's pairs by angles whose cosines are w and sines x
+// backwards, products rounded before the sums as float32() makes Go do.
 func checkElementwise(t *testing.T, p string, x, w []float32, s float32) {
 	t.Helper()
 	var want float64
@@ -39,11 +41,33 @@ func checkElementwise(t *testing.T, p string, x, w []float32, s float32) {
 	for i := range x {
 		same("Add", i, out[i], x[i]+w[i])
 	}
+	c, sn := w, make([]float32, len(x))
+	for i, v := range x {
+		sn[len(x)-1-i] = v
+	}
+	rot := func(x0, x1, c, s float32) (float32, float32) {
+		return float32(x0*c) - float32(x1*s), float32(x0*s) + float32(x1*c)
+	}
+	n := len(x) / 2
+	copy(out, x)
+	RotatePairs(out[:2*n], c, sn)
+	for i := range n {
+		w0, w1 := rot(x[2*i], x[2*i+1], c[i], sn[i])
+		same("RotatePairs", 2*i, out[2*i], w0)
+		same("RotatePairs", 2*i+1, out[2*i+1], w1)
+	}
+	copy(out, x)
+	RotateHalves(out[:n], out[n:2*n], c, sn)
+	for i := range n {
+		w0, w1 := rot(x[i], x[n+i], c[i], sn[i])
+		same("RotateHalves", i, out[i], w0)
+		same("RotateHalves", n+i, out[n+i], w1)
+	}
 }
 
 func TestElementwise(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 8))
-	for _, n := range []int{0, 1, 7, 8, 9, 15, 16, 17, 33, 100, 4096, 4099} {
+	for _, n := range []int{0, 1, 7, 8, 9, 15, 16, 17, 24, 33, 100, 4096, 4099} {
 		x, w := randVec(r, n), randVec(r, n)
 		for _, p := range paths() {
 			onPath(p, func() { checkElementwise(t, p, x, w, float32(r.NormFloat64())) })
@@ -63,6 +87,22 @@ func FuzzElementwise(f *testing.F) {
 		x, w := v[:len(v)/2], v[len(v)/2:2*(len(v)/2)]
 		for _, p := range paths() {
 			onPath(p, func() { checkElementwise(t, p, x, w, s) })
+		}
+	})
+}
+
+// BenchmarkRotate: a 7B decode step's q or k (4096 values, rope's pairs)
+// rotated on each path; the angles are true ones, so the values stay put.
+func BenchmarkRotate(b *testing.B) {
+	r := rand.New(rand.NewPCG(9, 9))
+	v, c, s := randVec(r, 4096), make([]float32, 2048), make([]float32, 2048)
+	for i := range c {
+		s64, c64 := math.Sincos(float64(i))
+		c[i], s[i] = float32(c64), float32(s64)
+	}
+	withPath(b, 4*4096, func(b *testing.B) {
+		for b.Loop() {
+			RotatePairs(v, c, s)
 		}
 	})
 }

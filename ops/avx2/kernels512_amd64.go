@@ -117,6 +117,12 @@ func sumSq64(x *float32, n int) float64
 //go:noescape
 func scaleMul(out, x, w *float32, s float32, n int)
 
+//go:noescape
+func ropePairs(v, c, s *float32, n int)
+
+//go:noescape
+func ropeHalves(lo, hi, c, s *float32, n int)
+
 // In stream_amd64.s (AVX2): the four-run sum.
 
 //go:noescape

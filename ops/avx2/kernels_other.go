@@ -11,6 +11,8 @@ func sum(a *float32, n int) float32    { noAsm(); return 0 }
 
 func sumSq64(x *float32, n int) float64             { noAsm(); return 0 }
 func scaleMul(out, x, w *float32, s float32, n int) { noAsm() }
+func ropePairs(v, c, s *float32, n int)             { noAsm() }
+func ropeHalves(lo, hi, c, s *float32, n int)       { noAsm() }
 
 func gatherF32(out *float32, w *byte, stride int, rows *int32, n int, x *float32, cols int) { noAsm() }
 func gatherF16(out *float32, w *byte, stride int, rows *int32, n int, x *float32, cols int) { noAsm() }
