@@ -109,6 +109,9 @@ func axpyQ4a16(y *float32, p *byte, coef *float32, ngroups int, m int, runs int)
 //go:noescape
 func quantQ8a(dst *byte, x *float32, nblk int)
 
+//go:noescape
+func p8Tab(tab *byte, xq *byte, nblk int)
+
 // In elementwise_amd64.s (AVX2 and FMA, like the kernels of kernels_amd64.s).
 
 //go:noescape

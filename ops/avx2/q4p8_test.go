@@ -2,12 +2,15 @@ package avx2
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/pinfer/pinfer/ops/half"
 	"github.com/stretchr/testify/require"
 )
 
@@ -317,5 +320,82 @@ func FuzzGatherQ4x8(f *testing.F) {
 				checkGatherRef(t, kQ4, out5[k*n:][:n], w, cols, nil, refQ8(xq))
 			}
 		})
+	})
+}
+
+// checkP8Table holds p8Table of q8_0 blocks xq to its definition on every
+// path: per block 8Σq as int32, then d as f32, each eight times (a NaN d
+// may come back as any NaN).
+func checkP8Table(t *testing.T, xq []byte) {
+	nblk := len(xq) / q8Block
+	forPaths(t, func(t *testing.T) {
+		tab := make([]byte, nblk*p8TabBytes+1)
+		tab[len(tab)-1] = 0xa5
+		p8Table(tab, xq, nblk)
+		require.Equal(t, byte(0xa5), tab[len(tab)-1], "wrote past the table")
+		le := binary.LittleEndian
+		for b := range nblk {
+			blk := xq[b*q8Block:][:q8Block]
+			var sum int32
+			for _, q := range blk[2:] {
+				sum += int32(int8(q))
+			}
+			d := half.Decode(le.Uint16(blk))
+			for l := range 8 {
+				got := le.Uint32(tab[b*p8TabBytes+4*l:])
+				require.Equal(t, uint32(8*sum), got, "block %d lane %d: 8Σq", b, l)
+				gd := math.Float32frombits(le.Uint32(tab[b*p8TabBytes+32+4*l:]))
+				if !(d != d && gd != gd) {
+					require.Equal(t, math.Float32bits(d), math.Float32bits(gd), "block %d lane %d: d", b, l)
+				}
+			}
+		}
+	})
+}
+
+// TestP8Table: random blocks, the extreme quants (all -128, all 127) and
+// the edge d (0, -0, the least subnormal, the largest, infinity).
+func TestP8Table(t *testing.T) {
+	r := rand.New(rand.NewPCG(28, 28))
+	for _, nblk := range []int{0, 1, 2, 7, 128} {
+		xq := make([]byte, nblk*q8Block)
+		for i := range xq {
+			xq[i] = byte(r.Uint32())
+		}
+		checkP8Table(t, xq)
+	}
+	ds := []uint16{0, 0x8000, 0x0001, 0x7bff, 0xfbff, 0x7c00, 0x3c00}
+	xq := make([]byte, 2*len(ds)*q8Block)
+	for k, d := range ds {
+		for h, q := range []byte{0x80, 0x7f} {
+			blk := xq[(2*k+h)*q8Block:][:q8Block]
+			binary.LittleEndian.PutUint16(blk, d)
+			for i := 2; i < q8Block; i++ {
+				blk[i] = q
+			}
+		}
+	}
+	checkP8Table(t, xq)
+}
+
+// FuzzP8Table: any bytes as q8_0 blocks.
+func FuzzP8Table(f *testing.F) {
+	f.Add(bytes.Repeat([]byte{0x80, 0x7f, 3}, 40))
+	f.Fuzz(func(t *testing.T, xq []byte) {
+		checkP8Table(t, xq[:len(xq)/q8Block*q8Block])
+	})
+}
+
+// BenchmarkP8Table: one 4096-wide token's table, as each packed mat-vec of
+// 7B decode makes before its threads start, on each path.
+func BenchmarkP8Table(b *testing.B) {
+	r := rand.New(rand.NewPCG(1, 1))
+	xq := make([]byte, benchCols/32*q8Block)
+	QuantizeQ8(xq, randVec(r, benchCols))
+	tab := make([]byte, benchCols/32*p8TabBytes)
+	withPath(b, int64(len(xq)), func(b *testing.B) {
+		for b.Loop() {
+			p8Table(tab, xq, benchCols/32)
+		}
 	})
 }

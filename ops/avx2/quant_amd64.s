@@ -102,3 +102,48 @@ qascale:
 qadone:
 	VZEROUPPER
 	RET
+
+DATA qa_ones8<>+0(SB)/4, $0x01010101
+GLOBL qa_ones8<>(SB), RODATA|NOPTR, $4
+DATA qa_ones16<>+0(SB)/4, $0x00010001
+GLOBL qa_ones16<>(SB), RODATA|NOPTR, $4
+
+// func p8Tab(tab *byte, xq *byte, nblk int)
+// p8Table's rows (q4p8.go) for nblk q8_0 blocks: 8Σq as int32 and d as f32,
+// each eight times. The sum is exact (VPMADDUBSW of ones and q, then
+// VPMADDWD of ones), and so is F16C's conversion of d.
+TEXT ·p8Tab(SB), NOSPLIT, $0-24
+	MOVQ         tab+0(FP), DI
+	MOVQ         xq+8(FP), SI
+	MOVQ         nblk+16(FP), CX
+	VPBROADCASTD qa_ones8<>(SB), Y4
+	VPBROADCASTD qa_ones16<>(SB), Y5
+	TESTQ        CX, CX
+	JZ           ptdone
+
+ptloop:
+	VMOVDQU      2(SI), Y0
+	VPMADDUBSW   Y0, Y4, Y0
+	VPMADDWD     Y5, Y0, Y0
+	VEXTRACTI128 $1, Y0, X1
+	VPADDD       X1, X0, X0
+	VPSHUFD      $0x4e, X0, X1
+	VPADDD       X1, X0, X0
+	VPSHUFD      $0xb1, X0, X1
+	VPADDD       X1, X0, X0
+	VPSLLD       $3, X0, X0
+	VPBROADCASTD X0, Y0
+	VMOVDQU      Y0, (DI)
+	MOVWLZX      (SI), AX
+	VMOVD        AX, X2
+	VCVTPH2PS    X2, X2
+	VBROADCASTSS X2, Y2
+	VMOVUPS      Y2, 32(DI)
+	ADDQ         $34, SI
+	ADDQ         $64, DI
+	DECQ         CX
+	JNZ          ptloop
+
+ptdone:
+	VZEROUPPER
+	RET
