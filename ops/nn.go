@@ -208,6 +208,10 @@ func Softmax(x []float32) {
 	}
 }
 
+// Above appends to dst the indices of x's values above cut, ascending: a
+// predictor's choice of neurons from their scores.
+func Above(dst []int32, x []float32, cut float32) []int32 { return avx2.Above(dst, x, cut) }
+
 // ReLU, SiLU and GELU apply their activation in place.
 func ReLU(x []float32) {
 	for i, v := range x {

@@ -234,15 +234,7 @@ func hostAddAt(v vec, ids []int32, d float32) {
 
 func hostTopK(v vec, k int) []int32 { return TopK(make([]int32, 0, max(0, min(k, len(v)))), v, k) }
 
-func hostAbove(v vec, t float32) []int32 {
-	var ids []int32
-	for i, x := range v {
-		if x > t {
-			ids = append(ids, int32(i))
-		}
-	}
-	return ids
-}
+func hostAbove(v vec, t float32) []int32 { return ops.Above(nil, v, t) }
 
 // hostUnion merges two ascending id lists.
 func hostUnion(a, b []int32) []int32 {

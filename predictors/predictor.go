@@ -201,14 +201,7 @@ func (m *MLP) PredictRows(l *Layer, in Rows, dst [][]int32) [][]int32 {
 }
 
 // above appends to dst the neurons whose score is above cut.
-func above(scores []float32, cut float32, dst []int32) []int32 {
-	for i, v := range scores {
-		if v > cut {
-			dst = append(dst, int32(i))
-		}
-	}
-	return dst
-}
+func above(scores []float32, cut float32, dst []int32) []int32 { return ops.Above(dst, scores, cut) }
 
 // Static computes a fixed hot set: the neurons whose profiled rate is at
 // least MinRate.

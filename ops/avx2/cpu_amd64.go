@@ -5,6 +5,6 @@ package avx2
 import "github.com/klauspost/cpuid/v2"
 
 func init() {
-	Available = cpuid.CPU.Supports(cpuid.AVX2, cpuid.FMA3, cpuid.F16C)
+	Available = cpuid.CPU.Supports(cpuid.AVX2, cpuid.FMA3, cpuid.F16C, cpuid.POPCNT)
 	AVX512 = Available && has512()
 }

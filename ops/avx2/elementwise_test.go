@@ -3,10 +3,11 @@ package avx2
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
-// checkElementwise holds SumSq64, ScaleMul, Add and the rotations on x, w
+// checkElementwise holds SumSq64, ScaleMul, Add, the rotations and Above on x, w
 // to their definitions: the sum of squares within 1e-12 of a float64
 // loop's (each square is exact; only the order of the float64 adds
 // differs), the products and sums bit for bit (NaN for NaN). The
@@ -63,11 +64,29 @@ func checkElementwise(t *testing.T, p string, x, w []float32, s float32) {
 		same("RotateHalves", i, out[i], w0)
 		same("RotateHalves", n+i, out[n+i], w1)
 	}
+	// Above, after an entry already in dst, with the cut s and with a cut
+	// that some values equal (not above it).
+	cuts := []float32{s}
+	if len(x) > 0 {
+		cuts = append(cuts, x[len(x)/2])
+	}
+	for _, cut := range cuts {
+		want := []int32{-1}
+		for i, v := range x {
+			if v > cut {
+				want = append(want, int32(i))
+			}
+		}
+		got := Above([]int32{-1}, x, cut)
+		if !slices.Equal(got, want) {
+			t.Fatalf("%s n=%d: Above(%g) = %v, want %v", p, len(x), cut, got, want)
+		}
+	}
 }
 
 func TestElementwise(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 8))
-	for _, n := range []int{0, 1, 7, 8, 9, 15, 16, 17, 24, 33, 100, 4096, 4099} {
+	for _, n := range []int{0, 1, 7, 8, 9, 15, 16, 17, 24, 33, 100, 4096, 4099, 11008} {
 		x, w := randVec(r, n), randVec(r, n)
 		for _, p := range paths() {
 			onPath(p, func() { checkElementwise(t, p, x, w, float32(r.NormFloat64())) })
@@ -103,6 +122,22 @@ func BenchmarkRotate(b *testing.B) {
 	withPath(b, 4*4096, func(b *testing.B) {
 		for b.Loop() {
 			RotatePairs(v, c, s)
+		}
+	})
+}
+
+// BenchmarkAbove: a 7B layer's 11008 predictor scores, a fifth of them above
+// the cut at random (what decode picks from), on each path.
+func BenchmarkAbove(b *testing.B) {
+	r := rand.New(rand.NewPCG(10, 10))
+	x := make([]float32, 11008)
+	for i := range x {
+		x[i] = r.Float32()
+	}
+	dst := make([]int32, 0, len(x))
+	withPath(b, 4*int64(len(x)), func(b *testing.B) {
+		for b.Loop() {
+			dst = Above(dst[:0], x, 0.8)
 		}
 	})
 }

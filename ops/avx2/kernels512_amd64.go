@@ -124,6 +124,9 @@ func scaleMul(out, x, w *float32, s float32, n int)
 func ropePairs(v, c, s *float32, n int)
 
 //go:noescape
+func above(dst *int32, x *float32, n int, cut float32) int
+
+//go:noescape
 func ropeHalves(lo, hi, c, s *float32, n int)
 
 // In stream_amd64.s (AVX2): the four-run sum.
