@@ -562,10 +562,16 @@ func Above(dst []int32, x []float32, cut float32) []int32 {
 	if !Available {
 		body = 0
 	}
-	if body > 0 {
-		dst = slices.Grow(dst, body)
-		n := above(&dst[:len(dst)+1][len(dst)], &x[0], body, cut)
-		dst = dst[:len(dst)+n]
+	// In stretches, so that dst grows with what is picked, as append
+	// grows it, not by the room the kernel needs for a whole row.
+	const stretch = 1024
+	for i := 0; i < body; i += stretch {
+		n := min(stretch, body-i)
+		if cap(dst)-len(dst) < n {
+			dst = slices.Grow(dst, n)
+		}
+		k := above(&dst[:len(dst)+1][len(dst)], &x[i], n, cut, i)
+		dst = dst[:len(dst)+k]
 	}
 	for i := body; i < len(x); i++ {
 		if x[i] > cut {

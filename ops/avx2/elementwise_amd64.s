@@ -398,19 +398,19 @@ GLOBL ab_lut<>(SB), RODATA|NOPTR, $2048
 DATA ab_eight<>+0(SB)/4, $8
 GLOBL ab_eight<>(SB), RODATA|NOPTR, $4
 
-// func above(dst *int32, x *float32, n int, cut float32) int
-// Writes the indices i < n (a multiple of 8) with x[i] > cut, ascending,
-// to dst (room for n) and returns how many. Each eight values: an ordered
+// func above(dst *int32, x *float32, n int, cut float32, first int) int
+// Writes first+i for the i < n (a multiple of 8) with x[i] > cut,
+// ascending, to dst (room for n) and returns how many. Each eight values: an ordered
 // compare (NaN is never above), its mask picks from ab_lut the set lanes'
 // positions, which plus the step's first index are stored whole at the count
 // so far, and the count grows by the mask's popcount. No branch depends on
 // the scores; the stores stay below dst+n, as the count is at most i.
-TEXT ·above(SB), NOSPLIT, $0-40
+TEXT ·above(SB), NOSPLIT, $0-48
 	MOVQ         dst+0(FP), DI
 	MOVQ         x+8(FP), SI
 	MOVQ         n+16(FP), CX
 	VBROADCASTSS cut+24(FP), Y1
-	VPXOR        Y2, Y2, Y2 // the step's first index in every lane
+	VPBROADCASTD first+32(FP), Y2 // the step's first index in every lane
 	VPBROADCASTD ab_eight<>(SB), Y3
 	LEAQ         ab_lut<>(SB), R9
 	XORQ         DX, DX
@@ -432,5 +432,5 @@ abloop:
 
 abdone:
 	VZEROUPPER
-	MOVQ R8, ret+32(FP)
+	MOVQ R8, ret+40(FP)
 	RET

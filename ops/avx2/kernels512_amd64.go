@@ -124,7 +124,7 @@ func scaleMul(out, x, w *float32, s float32, n int)
 func ropePairs(v, c, s *float32, n int)
 
 //go:noescape
-func above(dst *int32, x *float32, n int, cut float32) int
+func above(dst *int32, x *float32, n int, cut float32, first int) int
 
 //go:noescape
 func ropeHalves(lo, hi, c, s *float32, n int)

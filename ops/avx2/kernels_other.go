@@ -9,11 +9,11 @@ func noAsm() { panic("avx2: assembly kernel called without assembly") }
 func dot(a, b *float32, n int) float32 { noAsm(); return 0 }
 func sum(a *float32, n int) float32    { noAsm(); return 0 }
 
-func sumSq64(x *float32, n int) float64                    { noAsm(); return 0 }
-func scaleMul(out, x, w *float32, s float32, n int)        { noAsm() }
-func ropePairs(v, c, s *float32, n int)                    { noAsm() }
-func ropeHalves(lo, hi, c, s *float32, n int)              { noAsm() }
-func above(dst *int32, x *float32, n int, cut float32) int { noAsm(); return 0 }
+func sumSq64(x *float32, n int) float64                               { noAsm(); return 0 }
+func scaleMul(out, x, w *float32, s float32, n int)                   { noAsm() }
+func ropePairs(v, c, s *float32, n int)                               { noAsm() }
+func ropeHalves(lo, hi, c, s *float32, n int)                         { noAsm() }
+func above(dst *int32, x *float32, n int, cut float32, first int) int { noAsm(); return 0 }
 
 func gatherF32(out *float32, w *byte, stride int, rows *int32, n int, x *float32, cols int) { noAsm() }
 func gatherF16(out *float32, w *byte, stride int, rows *int32, n int, x *float32, cols int) { noAsm() }
