@@ -87,7 +87,7 @@ func gatherT(t DType, out []float32, ldo int, w []byte, cols int, ids []int32, x
 }
 
 // axpyRows adds Σ coef[k]·row(rows[k]) to y.
-func axpyRows(t DType, y []float32, w []byte, cols int, rows []int32, coef []float32) {
+func axpyRows(t DType, y []float32, w []byte, cols int, rows []int32, coef []float32, cached bool) {
 	switch t {
 	case F32:
 		avx2.AxpyF32(y, w, cols, rows, coef)
@@ -96,6 +96,10 @@ func axpyRows(t DType, y []float32, w []byte, cols int, rows []int32, coef []flo
 	case Q8_0:
 		avx2.AxpyQ8_0(y, w, cols, rows, coef)
 	case Q4_0:
+		if cached {
+			avx2.AxpyQ4_0Cached(y, w, cols, rows, coef)
+			return
+		}
 		avx2.AxpyQ4_0(y, w, cols, rows, coef)
 	}
 }

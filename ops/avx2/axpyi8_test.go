@@ -16,7 +16,8 @@ import (
 // i8Groups returns the sizes of the int8 groups AxpyQ4_0 makes of n rows
 // of nblk blocks: on AVX-512 sixteens (with int16Rows, where a row's blocks
 // come in sixteens), then eights; on AVX2 sixteens; the rows after them are
-// summed one by one in float32. AVX2 takes only runs of neighbouring rows.
+// summed one by one in float32. AVX2 takes only runs of neighbouring rows,
+// unless i8Cached says the rows went to AxpyQ4_0Cached.
 func i8Groups(ids []int32, nblk int) []int {
 	n := len(ids)
 	var g []int
@@ -25,7 +26,7 @@ func i8Groups(ids []int32, nblk int) []int {
 		return nil
 	}
 	if !AVX512 {
-		if n == 0 || scattered(ids) != 0 {
+		if n == 0 || (!i8Cached && scattered(ids) != 0) {
 			return nil
 		}
 		for ; k+16 <= n; k += 16 {
@@ -43,6 +44,9 @@ func i8Groups(ids []int32, nblk int) []int {
 	}
 	return g
 }
+
+// i8Cached: the test is calling AxpyQ4_0Cached.
+var i8Cached bool
 
 // i8Group returns, for rows k..k+g-1 of ids and block b, the float32
 // products c = coef·d and the scale s and int8 coefficients q the scheme
@@ -171,8 +175,12 @@ func TestAxpyQ4i8Model(t *testing.T) {
 			// (int16Rows); on AVX2 sixteens (axpyQ4i16a).
 			for _, c := range i8Cases() {
 				t.Run(fmt.Sprintf("cols%d/n%d/%s", cols, nr, c.name), func(t *testing.T) {
-					int16Rows = c.sixteen
-					defer func() { int16Rows = true }()
+					int16Rows, i8Cached = c.sixteen, c.cached
+					defer func() { int16Rows, i8Cached = true, false }()
+					axpy := AxpyQ4_0
+					if c.cached {
+						axpy = AxpyQ4_0Cached
+					}
 					y0 := randVec(r, cols)
 					var want, got []float32
 					var mag []float64
@@ -184,7 +192,7 @@ func TestAxpyQ4i8Model(t *testing.T) {
 						want = append([]float32(nil), y0...)
 						mag = modelAxpyQ4i8(want, w, cols, ids, coef)
 						got = append([]float32(nil), y0...)
-						AxpyQ4_0(got, w, cols, ids, coef)
+						axpy(got, w, cols, ids, coef)
 					})
 					// The model adds in float64 and rounds once per group
 					// and left-over row; the kernels round in the same
@@ -204,15 +212,16 @@ func TestAxpyQ4i8Model(t *testing.T) {
 }
 
 type i8Case struct {
-	name, path string
-	sixteen    bool
+	name, path      string
+	sixteen, cached bool
 }
 
-// i8Cases are the int8 axpys this CPU runs.
+// i8Cases are the int8 axpys this CPU runs; on AVX2, AxpyQ4_0Cached's
+// too, which takes scattered rows in int8.
 func i8Cases() []i8Case {
-	c := []i8Case{{"avx2", "avx2", true}}
+	c := []i8Case{{"avx2", "avx2", true, false}, {"avx2/cached", "avx2", true, true}}
 	if has512Init {
-		c = append(c, i8Case{"avx512/eights", "avx512", false}, i8Case{"avx512/sixteens", "avx512", true})
+		c = append(c, i8Case{"avx512/eights", "avx512", false, false}, i8Case{"avx512/sixteens", "avx512", true, false})
 	}
 	return c
 }
