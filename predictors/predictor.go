@@ -178,7 +178,7 @@ func (m *MLP) Predict(l *Layer, in Input, dst []int32) []int32 {
 	m.h = grow(m.h, l.FC1.Rows)
 	m.s = grow(m.s, l.NFF)
 	l.MLPScores(in.Pool, in.Resid, m.h, m.s)
-	return above(m.s, l.PredCut, dst)
+	return ops.Above(dst, m.s, l.PredCut)
 }
 
 // PredictRows scores all of a prompt's tokens with two mat-mats.
@@ -194,14 +194,11 @@ func (m *MLP) PredictRows(l *Layer, in Rows, dst [][]int32) [][]int32 {
 	// picking from them on one thread took 6% of its prefill.
 	in.Pool.Run(T, func(lo, hi int) {
 		for t := lo; t < hi; t++ {
-			dst[t] = above(m.s[t*nff:(t+1)*nff], l.PredCut, dst[t][:0])
+			dst[t] = ops.Above(dst[t][:0], m.s[t*nff:(t+1)*nff], l.PredCut)
 		}
 	})
 	return dst
 }
-
-// above appends to dst the neurons whose score is above cut.
-func above(scores []float32, cut float32, dst []int32) []int32 { return ops.Above(dst, scores, cut) }
 
 // Static computes a fixed hot set: the neurons whose profiled rate is at
 // least MinRate.

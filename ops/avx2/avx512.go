@@ -114,9 +114,7 @@ func (a *Acts) PrepPacked() {
 	}
 	nblk := a.Cols / 32
 	a.p8 = grow(a.p8, a.T*p8TabBytes*nblk)
-	for t := range a.T {
-		p8Table(a.p8[t*p8TabBytes*nblk:], a.Q[t*nblk*q8Block:], nblk)
-	}
+	p8Table(a.p8, a.Q, a.T*nblk) // the tokens' blocks back to back
 }
 
 func (a *Acts) prep() {

@@ -132,9 +132,7 @@ func GatherQ4x8T(out []float32, ldo int, p []byte, cols int, xq []byte, T int) {
 	}
 	tab := q4Scratch.Get().(*[]byte)
 	*tab = grow(*tab, T*p8TabBytes*nblk)
-	for t := range T {
-		p8Table((*tab)[t*p8TabBytes*nblk:], xq[t*nblk*q8Block:], nblk)
-	}
+	p8Table(*tab, xq, T*nblk) // the tokens' blocks back to back
 	gatherQ4x8Tiles(out, ldo, p, nblk, xq, T, *tab)
 	q4Scratch.Put(tab)
 }
