@@ -42,6 +42,12 @@ type Timings struct {
 	EvalMs          float64 `json:"predicted_ms"`
 	EvalPerToken    float64 `json:"predicted_per_token_ms"`
 	EvalPerSecond   float64 `json:"predicted_per_second"`
+	// EvalRuns is the forward passes EvalMs times, each with the sampling
+	// of its token. The prompt's pass gives the first token and a last
+	// token needs none, so after N tokens there are N-1 (N when the text
+	// ends at an end-of-text token): the per-token figures divide by them,
+	// as llama.cpp's "eval time ... runs" does.
+	EvalRuns int `json:"predicted_runs"`
 }
 
 // Result of one generation.
@@ -120,9 +126,12 @@ func (m *Model) Generate(opt Options) (*Result, error) {
 		}
 	}
 	res.StopReason = "length"
-	start = time.Now()
+	var evalStart time.Time
 	for n := 0; opt.N < 0 || n < opt.N; n++ {
 		id := smp.Sample(logits.Data)
+		if n == 0 {
+			evalStart = time.Now() // the first token came with the prompt's pass
+		}
 		if id == m.Tok.EOS() {
 			res.StopReason = "eos"
 			break
@@ -140,11 +149,14 @@ func (m *Model) Generate(opt Options) (*Result, error) {
 		if logits, err = sess.Forward([]int{id}, false); err != nil {
 			return nil, err
 		}
+		res.Timings.EvalRuns++
 	}
 	emit(stream.Flush())
 	res.Text = string(text)
 	res.Timings.EvalN = len(res.Tokens)
-	res.Timings.EvalMs = ms(time.Since(start))
+	if !evalStart.IsZero() {
+		res.Timings.EvalMs = ms(time.Since(evalStart))
+	}
 	res.Timings.Fill()
 	res.Stats = m.sparseStats(sess.Runner(), opt.Predictor)
 	return res, nil
@@ -156,8 +168,8 @@ func (t *Timings) Fill() {
 		t.PromptPerToken = t.PromptMs / float64(t.PromptN)
 		t.PromptPerSecond = 1000 / t.PromptPerToken
 	}
-	if t.EvalN > 0 && t.EvalMs > 0 {
-		t.EvalPerToken = t.EvalMs / float64(t.EvalN)
+	if t.EvalRuns > 0 && t.EvalMs > 0 {
+		t.EvalPerToken = t.EvalMs / float64(t.EvalRuns)
 		t.EvalPerSecond = 1000 / t.EvalPerToken
 	}
 }

@@ -111,8 +111,9 @@ func (s *Server) prefill(sl *slot, j *job) {
 	}
 	sl.t.PromptMs = msSince(start)
 	s.metrics.promptTokens.Add(int64(len(j.prompt)))
-	sl.started = time.Now()
-	s.accept(sl, sl.smp.Sample(logits.Data))
+	id := sl.smp.Sample(logits.Data)
+	sl.started = time.Now() // eval times the passes after the prompt's, as run does
+	s.accept(sl, id)
 }
 
 // step feeds every busy slot its last sampled token in one batch and
@@ -142,6 +143,7 @@ func (s *Server) step(busy []*slot) {
 		}
 	})
 	for k, sl := range busy {
+		sl.t.EvalRuns++
 		s.accept(sl, ids[k])
 	}
 }

@@ -47,6 +47,10 @@ func TestCompletionGreedyMatchesReferenceAndRun(t *testing.T) {
 		tm := out["timings"].(map[string]any)
 		require.Equal(t, float64(len(p.IDs)), tm["prompt_n"])
 		require.Equal(t, float64(n), tm["predicted_n"])
+		// The first token comes from the prompt's pass; the speed is the
+		// other n-1 passes'.
+		require.Equal(t, float64(n-1), tm["predicted_runs"])
+		require.InDelta(t, tm["predicted_ms"].(float64)/float64(n-1), tm["predicted_per_token_ms"], 1e-9)
 		for _, k := range []string{"prompt_ms", "prompt_per_second", "predicted_ms", "predicted_per_second"} {
 			require.Greater(t, tm[k].(float64), 0.0, k)
 		}

@@ -199,7 +199,7 @@ func runCmd() *cobra.Command {
 			t := res.Timings
 			fmt.Fprintf(os.Stderr, "\n\nload time   = %10.2f ms\n", t.LoadMs)
 			fmt.Fprintf(os.Stderr, "prompt eval = %10.2f ms / %4d tokens (%8.2f ms per token, %8.2f tokens per second)\n", t.PromptMs, t.PromptN, t.PromptPerToken, t.PromptPerSecond)
-			fmt.Fprintf(os.Stderr, "eval        = %10.2f ms / %4d tokens (%8.2f ms per token, %8.2f tokens per second)\n", t.EvalMs, t.EvalN, t.EvalPerToken, t.EvalPerSecond)
+			fmt.Fprintf(os.Stderr, "eval        = %10.2f ms / %4d runs   (%8.2f ms per token, %8.2f tokens per second)\n", t.EvalMs, t.EvalRuns, t.EvalPerToken, t.EvalPerSecond)
 			return nil
 		},
 	}
