@@ -5,6 +5,7 @@ package engine
 import (
 	"fmt"
 	"runtime"
+	"strings"
 	"sync"
 	"time"
 
@@ -185,7 +186,7 @@ func (m *Model) NewSession(nctx int, pool *ops.Pool) *graph.Session {
 
 // ParseKVType reads a KV cache type as the CLI's --kv-type gives it.
 func ParseKVType(s string) (ops.DType, error) {
-	t, err := ops.ParseDType(s)
+	t, err := ops.ParseDType(strings.ToLower(s))
 	if err != nil || (t != ops.F32 && t != ops.F16) {
 		return 0, fmt.Errorf("--kv-type %q: want f32 or f16", s)
 	}

@@ -21,6 +21,7 @@ type Options struct {
 	Sample    sample.Params
 	TopLogits int                  // report the K largest logits at the last prompt position
 	OnText    func(string)         // streamed text, as it becomes complete
+	OnPrompt  func()               // called once the prompt and context pass their checks, before the prompt's pass
 	Predictor predictors.Predictor // chooses sparse FFN neurons; nil: every neuron
 	Pool      *ops.Pool            // optional; else one is made for Threads
 }
@@ -57,6 +58,7 @@ type Result struct {
 	Text         string       `json:"text"`
 	TopLogits    []Logit      `json:"top_logits,omitempty"`
 	StopReason   string       `json:"stop_reason"`
+	Seed         uint64       `json:"seed"` // the sampler's, to run a draw again
 	Timings      Timings      `json:"timings"`
 	Stats        *SparseStats `json:"stats,omitempty"`
 	LastLogits   []float32    `json:"-"` // logits at the last prompt position
@@ -71,16 +73,13 @@ type SparseStats struct {
 
 // Generate runs the prompt and then samples up to opt.N tokens.
 func (m *Model) Generate(opt Options) (*Result, error) {
-	nctx := opt.Ctx
-	if nctx <= 0 {
-		nctx = min(max(m.ContextLength(), 1), 4096)
-	}
+	nctx := m.Context(opt.Ctx)
 	pool := opt.Pool
 	if pool == nil {
 		pool = ops.NewPool(opt.Threads)
 		defer pool.Close()
 	}
-	res := &Result{PromptTokens: m.Encode(opt.Prompt), Tokens: []int{}}
+	res := &Result{PromptTokens: m.Encode(opt.Prompt), Tokens: []int{}, Seed: opt.Sample.Seed}
 	if opt.PromptIDs != nil {
 		res.PromptTokens = append([]int(nil), opt.PromptIDs...)
 		for _, id := range res.PromptTokens {
@@ -93,8 +92,14 @@ func (m *Model) Generate(opt Options) (*Result, error) {
 	if len(res.PromptTokens) == 0 {
 		res.PromptTokens = []int{m.Tok.BOS()}
 	}
+	if err := m.CheckContext(nctx, 1); err != nil {
+		return nil, err
+	}
 	if len(res.PromptTokens) >= nctx {
 		return nil, fmt.Errorf("the prompt has %d tokens but the context is %d (raise -c)", len(res.PromptTokens), nctx)
+	}
+	if opt.OnPrompt != nil {
+		opt.OnPrompt()
 	}
 	sess := m.NewSession(nctx, pool)
 	sess.SetPredictor(opt.Predictor)
@@ -132,7 +137,7 @@ func (m *Model) Generate(opt Options) (*Result, error) {
 		if n == 0 {
 			evalStart = time.Now() // the first token came with the prompt's pass
 		}
-		if id == m.Tok.EOS() {
+		if m.Tok.EndsText(id) {
 			res.StopReason = "eos"
 			break
 		}

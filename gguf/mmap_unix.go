@@ -19,6 +19,9 @@ func mapFile(path string) ([]byte, func() error, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	if !st.Mode().IsRegular() {
+		return nil, nil, fmt.Errorf("%s: not a file (%v)", path, st.Mode().Type())
+	}
 	size := st.Size()
 	if size == 0 {
 		// mmap rejects empty lengths; an empty file still has to fail as truncated.

@@ -27,6 +27,30 @@ func (p *Program) NewSession(nctx int, pool *ops.Pool) *Session {
 	return &Session{p: p, nctx: nctx, state: make([]any, len(p.Nodes)), runner: p.NewRunner(pool)}
 }
 
+// KVBytes is what a session of nctx positions keeps in its caches, its
+// values of type kv (F32 or F16).
+func (p *Program) KVBytes(nctx int, kv ops.DType) int64 {
+	var per int64
+	for _, n := range p.Nodes {
+		if n.Op.PosFloats == nil {
+			continue
+		}
+		in := make([]int, len(n.In))
+		for k, src := range n.In {
+			in[k] = 1 // a source, as the binder sizes it
+			if src >= 0 {
+				in[k] = p.Nodes[src].Cols
+			}
+		}
+		per += int64(n.Op.PosFloats(in, n.A))
+	}
+	size := int64(4)
+	if kv == ops.F16 {
+		size = 2
+	}
+	return per * size * int64(nctx)
+}
+
 // Pos is the number of positions already in the cache.
 func (s *Session) Pos() int { return s.pos }
 

@@ -159,8 +159,9 @@ func init() {
 		Inputs: 3,
 		Attrs: []AttrSpec{{Name: "n_head", Kind: Int}, {Name: "n_head_kv", Kind: Int},
 			{Name: "window", Kind: Int, Default: 0}, {Name: "scale", Kind: Float, Default: 0.0}},
-		Shape: attentionShape,
-		Run:   attention,
+		Shape:     attentionShape,
+		Run:       attention,
+		PosFloats: func(in []int, _ Attrs) int { return in[1] + in[2] },
 	})
 
 	for name, f := range map[string]func([]float32){"relu": ReLU, "silu": SiLU, "gelu": GELU, "softmax": Softmax} {

@@ -124,6 +124,10 @@ type Op struct {
 	// inputs, none of them trimmed (OutRows). Their Ctxs share Rows, so a
 	// grouped op keeps no Row.State.
 	RunGroup func(cs []*Ctx) error
+	// PosFloats, where set, is how many values a sequence's State keeps
+	// for each position of its context (attention's k and v rows), from
+	// the input widths: enough to size a context before any is made.
+	PosFloats func(in []int, a Attrs) int
 	// LastRows ops may be asked to compute only some rows (Ctx.OutRows): the
 	// output projection needs only each sequence's last row in decode.
 	LastRows bool

@@ -152,7 +152,7 @@ func (s *Server) step(busy []*slot) {
 // the token is streamed; max_tokens or a full context end it after that.
 func (s *Server) accept(sl *slot, id int) {
 	j := sl.job
-	if id == s.model.Tok.EOS() {
+	if s.model.Tok.EndsText(id) { // EOS, or a chat model's end of turn
 		text, hit := sl.stop.add(sl.stream.Flush())
 		j.emit(text)
 		if !hit {

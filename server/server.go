@@ -77,9 +77,9 @@ func New(m *engine.Model, cfg Config) (*Server, error) {
 	if cfg.ModelName == "" {
 		cfg.ModelName = file
 	}
-	nctx := cfg.Ctx
-	if nctx <= 0 {
-		nctx = min(max(m.ContextLength(), 1), 4096)
+	nctx := m.Context(cfg.Ctx)
+	if err := m.CheckContext(nctx, cfg.Slots); err != nil {
+		return nil, err
 	}
 	chat, err := NewChat(m)
 	if err != nil {

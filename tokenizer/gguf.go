@@ -3,6 +3,7 @@ package tokenizer
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/pinfer/pinfer/gguf"
 )
@@ -68,9 +69,46 @@ func FromGGUF(f *gguf.File) (*Tokenizer, error) {
 			}
 		}
 	}
+	if v.EndOfTurn, err = endOfTurn(f, v); err != nil {
+		return nil, err
+	}
 	t, err := New(v)
 	if err != nil {
 		return nil, fmt.Errorf("%s: tokenizer.ggml.*: %w", f.Path, err)
 	}
 	return t, nil
+}
+
+// turnEnds are the texts of the control tokens that chat models end a turn
+// with (Phi-3, ChatML, Gemma, Llama 3, ...): llama.cpp stops at them too,
+// files seldom saying so in their metadata.
+var turnEnds = map[string]bool{"<|end|>": true, "<|im_end|>": true, "<end_of_turn>": true,
+	"<|eot_id|>": true, "<|eom_id|>": true, "<|endoftext|>": true, "<EOT>": true}
+
+// endOfTurn lists the ids besides EOS that end a text: the end-of-turn
+// and end-of-message ids the metadata names, and control or user-defined
+// tokens with an end-of-turn text.
+func endOfTurn(f *gguf.File, v Vocab) ([]int, error) {
+	var ids []int
+	for _, key := range []string{"tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id"} {
+		if !f.Has(key) {
+			continue
+		}
+		u, err := f.Uint(key)
+		switch {
+		case err != nil:
+			return nil, err
+		case u == math.MaxUint32:
+		case u >= uint64(len(v.Tokens)):
+			return nil, fmt.Errorf("%s: metadata key %q: token id %d out of range [0,%d)", f.Path, key, u, len(v.Tokens))
+		default:
+			ids = append(ids, int(u))
+		}
+	}
+	for id, tok := range v.Tokens {
+		if turnEnds[tok] && (v.Types[id] == Control || v.Types[id] == UserDefined) && id != v.EOS && !slices.Contains(ids, id) {
+			ids = append(ids, id)
+		}
+	}
+	return ids, nil
 }

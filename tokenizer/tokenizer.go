@@ -6,6 +6,7 @@ package tokenizer
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -35,6 +36,9 @@ type Vocab struct {
 	BOS, EOS, UNK  int
 	AddSpacePrefix bool
 	AddBOS         bool
+	// EndOfTurn: ids besides EOS that end a generated text (a chat model's
+	// end of turn, such as Phi-3's <|end|>), as llama.cpp's end-of-generation set.
+	EndOfTurn []int
 }
 
 // Tokenizer encodes and decodes with one Vocab. It is safe for concurrent use.
@@ -63,6 +67,11 @@ func New(v Vocab) (*Tokenizer, error) {
 	if v.UNK < 0 || v.UNK >= n {
 		return nil, fmt.Errorf("tokenizer: unknown token id %d out of range [0,%d)", v.UNK, n)
 	}
+	for _, id := range v.EndOfTurn {
+		if id < 0 || id >= n {
+			return nil, fmt.Errorf("tokenizer: end-of-turn token id %d out of range [0,%d)", id, n)
+		}
+	}
 	for _, x := range []struct {
 		name string
 		id   int
@@ -74,6 +83,7 @@ func New(v Vocab) (*Tokenizer, error) {
 	v.Tokens = append([]string(nil), v.Tokens...)
 	v.Scores = append([]float32(nil), v.Scores...)
 	v.Types = append([]int32(nil), v.Types...)
+	v.EndOfTurn = append([]int(nil), v.EndOfTurn...)
 
 	t := &Tokenizer{v: v, pieces: make(map[string]int, n), surface: make([]string, n)}
 	for i := range t.byteTok {
@@ -147,6 +157,23 @@ func (t *Tokenizer) BOS() int { return t.v.BOS }
 // EOS returns the end-of-sequence id, or -1.
 func (t *Tokenizer) EOS() int { return t.v.EOS }
 
+// EndsText says whether generating id ends the text: EOS, or an end of turn.
+func (t *Tokenizer) EndsText(id int) bool {
+	return id == t.v.EOS && id >= 0 || slices.Contains(t.v.EndOfTurn, id)
+}
+
+// Piece is id's text as llama.cpp's token-to-piece shows it: ▁ as a
+// space (kept at the start), a byte token's byte, a control token's name.
+func (t *Tokenizer) Piece(id int) string {
+	if id < 0 || id >= len(t.surface) {
+		return ""
+	}
+	if t.v.Types[id] == Control {
+		return t.v.Tokens[id]
+	}
+	return t.surface[id]
+}
+
 // Size returns the number of tokens.
 func (t *Tokenizer) Size() int { return len(t.v.Tokens) }
 
@@ -156,5 +183,6 @@ func (t *Tokenizer) Vocab() Vocab {
 	v.Tokens = append([]string(nil), v.Tokens...)
 	v.Scores = append([]float32(nil), v.Scores...)
 	v.Types = append([]int32(nil), v.Types...)
+	v.EndOfTurn = append([]int(nil), v.EndOfTurn...)
 	return v
 }

@@ -322,8 +322,8 @@ func printRows(w io.Writer, r *bench.Report) {
 		if x.Predictor != x.Mode {
 			mode += " (" + x.Predictor + ")"
 		}
-		fmt.Fprintf(w, "| %s | %.2f GiB | %.2f B | %s | %d | %s | %s | %.2f ± %.2f | %.2f | %s | %s | %s |\n",
-			name, float64(r.SizeBytes)/(1<<30), float64(r.Params)/1e9, backend, x.Threads, mode, x.Test, x.Mean, x.SD, x.Median, bpt, gbs, bound)
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %d | %s | %s | %.2f ± %.2f | %.2f | %s | %s | %s |\n",
+			name, sizeText(r.SizeBytes), paramsText(r.Params), backend, x.Threads, mode, x.Test, x.Mean, x.SD, x.Median, bpt, gbs, bound)
 	}
 }
 
@@ -405,4 +405,20 @@ func nThreads(n int) string {
 		return "1 thread"
 	}
 	return fmt.Sprintf("%d threads", n)
+}
+
+// sizeText and paramsText write a model's size as llama-bench does: GiB
+// and billions, or MiB and millions below one.
+func sizeText(b int64) string {
+	if b < 1<<30 {
+		return fmt.Sprintf("%.2f MiB", float64(b)/(1<<20))
+	}
+	return fmt.Sprintf("%.2f GiB", float64(b)/(1<<30))
+}
+
+func paramsText(n int64) string {
+	if n < 1e9 {
+		return fmt.Sprintf("%.2f M", float64(n)/1e6)
+	}
+	return fmt.Sprintf("%.2f B", float64(n)/1e9)
 }

@@ -132,6 +132,7 @@ func runCmd() *cobra.Command {
 	var prompt, file, promptIDs string
 	var n, nctx, topLogits int
 	var asJSON bool
+	var seed int64
 	sp := sample.Defaults()
 	c := &cobra.Command{
 		Use:   "run",
@@ -143,6 +144,18 @@ func runCmd() *cobra.Command {
 			}
 			if topLogits < 0 {
 				return fmt.Errorf("--top-logits %d: want a count, or 0 for none", topLogits)
+			}
+			if topLogits > 0 && !asJSON {
+				return fmt.Errorf("--top-logits %d: the logits are part of --json's output; add --json", topLogits)
+			}
+			given := 0
+			for _, f := range []string{"prompt", "file", "prompt-ids"} {
+				if cmd.Flags().Changed(f) {
+					given++
+				}
+			}
+			if given > 1 {
+				return errors.New("-p, -f and --prompt-ids each give the whole prompt: use one of them")
 			}
 			var pe *sample.ParamError
 			if errors.As(sp.Check(), &pe) {
@@ -166,8 +179,13 @@ func runCmd() *cobra.Command {
 					return err
 				}
 			}
-			if !cmd.Flags().Changed("seed") {
-				sp.Seed = rand.Uint64()
+			switch {
+			case seed == -1:
+				sp.Seed = uint64(rand.Int64()) // 63 bits, so that --seed takes it back
+			case seed < 0:
+				return fmt.Errorf("--seed %d: want 0 or more, or -1 for a new one each run", seed)
+			default:
+				sp.Seed = uint64(seed)
 			}
 			m, pred, err := mf.loadPredicted()
 			if err != nil {
@@ -180,11 +198,18 @@ func runCmd() *cobra.Command {
 			}
 			defer release()
 			opt := engine.Options{Prompt: prompt, N: n, Ctx: nctx, Threads: mf.threads, Sample: sp, TopLogits: topLogits, Predictor: pred, PromptIDs: ids}
+			if err := m.CheckContext(m.Context(nctx), 1); err != nil {
+				return err // before the warning, which would not matter then
+			}
+			if w := m.PastTraining(m.Context(nctx)); w != "" {
+				fmt.Fprintln(os.Stderr, w)
+			}
 			if !asJSON {
 				if ids != nil {
 					prompt = m.Tok.Decode(ids)
 				}
-				fmt.Print(prompt)
+				// Once the checks pass, so that an error starts its own line.
+				opt.OnPrompt = func() { fmt.Print(prompt) }
 				opt.OnText = func(s string) { fmt.Print(s) }
 			}
 			res, err := m.Generate(opt)
@@ -197,7 +222,8 @@ func runCmd() *cobra.Command {
 				return enc.Encode(res)
 			}
 			t := res.Timings
-			fmt.Fprintf(os.Stderr, "\n\nload time   = %10.2f ms\n", t.LoadMs)
+			fmt.Fprintf(os.Stderr, "\n\nseed        = %d\n", res.Seed)
+			fmt.Fprintf(os.Stderr, "load time   = %10.2f ms\n", t.LoadMs)
 			fmt.Fprintf(os.Stderr, "prompt eval = %10.2f ms / %4d tokens (%8.2f ms per token, %8.2f tokens per second)\n", t.PromptMs, t.PromptN, t.PromptPerToken, t.PromptPerSecond)
 			fmt.Fprintf(os.Stderr, "eval        = %10.2f ms / %4d runs   (%8.2f ms per token, %8.2f tokens per second)\n", t.EvalMs, t.EvalRuns, t.EvalPerToken, t.EvalPerSecond)
 			return nil
@@ -212,7 +238,7 @@ func runCmd() *cobra.Command {
 	fl.IntVarP(&n, "n-predict", "n", 128, "tokens to generate (-1 or -2: until end of text or a full context)")
 	fl.IntVarP(&nctx, "ctx-size", "c", 0, "context size (default: the model's, at most 4096)")
 	fl.Float64Var(&sp.Temp, "temp", sp.Temp, "temperature (0: greedy)")
-	fl.Uint64Var(&sp.Seed, "seed", sp.Seed, "random seed (default: a new one each run, as llama.cpp)")
+	fl.Int64Var(&seed, "seed", -1, "random seed (-1: a new one each run, as llama.cpp; run prints it)")
 	fl.IntVar(&sp.TopK, "top-k", sp.TopK, "top-k sampling (0: off)")
 	fl.Float64Var(&sp.TopP, "top-p", sp.TopP, "top-p sampling (1: off)")
 	fl.Float64Var(&sp.MinP, "min-p", sp.MinP, "min-p sampling (0: off)")

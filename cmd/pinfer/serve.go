@@ -61,6 +61,9 @@ func serveCmd() *cobra.Command {
 				return err
 			}
 			defer srv.Close()
+			if w := m.PastTraining(srv.NCtx()); w != "" {
+				fmt.Fprintln(os.Stderr, w)
+			}
 			// Catch the signals before anyone can connect: a SIGTERM that
 			// arrives first would otherwise kill a stream in flight.
 			sig, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -116,14 +119,29 @@ func serveCmd() *cobra.Command {
 // rewriteParallelFlag turns llama.cpp's "-np N" into "--parallel N": a
 // two-letter flag after one dash is not something pflag can declare.
 func rewriteParallelFlag() {
-	if len(os.Args) < 2 || os.Args[1] != "serve" {
+	rewriteParallel(os.Args[1:])
+}
+
+func rewriteParallel(args []string) {
+	// The command is the first word that is not a flag or the value of
+	// the root's one flag, which may come first.
+	cmd := ""
+	for i := 0; i < len(args) && cmd == ""; i++ {
+		switch a := args[i]; {
+		case a == "--cpuprofile":
+			i++
+		case !strings.HasPrefix(a, "-"):
+			cmd = a
+		}
+	}
+	if cmd != "serve" {
 		return
 	}
-	for i, a := range os.Args {
+	for i, a := range args {
 		if a == "-np" {
-			os.Args[i] = "--parallel"
+			args[i] = "--parallel"
 		} else if v, ok := strings.CutPrefix(a, "-np="); ok {
-			os.Args[i] = "--parallel=" + v
+			args[i] = "--parallel=" + v
 		}
 	}
 }

@@ -7,7 +7,10 @@ import (
 	"strings"
 
 	"github.com/pinfer/pinfer/convert"
+	"github.com/pinfer/pinfer/gguf"
+	"github.com/pinfer/pinfer/models"
 	"github.com/pinfer/pinfer/ops"
+	"github.com/pinfer/pinfer/tokenizer"
 	"github.com/spf13/cobra"
 )
 
@@ -20,17 +23,29 @@ func tokenizeCmd() *cobra.Command {
 		Short: "Print the token ids of a text (BOS first, as run encodes a prompt)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			m, err := mf.load()
+			// The vocabulary alone: llama.cpp's vocab-only files have no weights.
+			path := mf.model
+			if path == "" {
+				var err error
+				if path, err = models.DefaultModelPath(); err != nil {
+					return err
+				}
+			}
+			f, err := gguf.Open(path)
 			if err != nil {
 				return err
 			}
-			defer m.Close()
-			ids := m.Encode(prompt)
+			defer f.Close()
+			tok, err := tokenizer.FromGGUF(f)
+			if err != nil {
+				return err
+			}
+			ids := tok.Encode(prompt, tok.Vocab().AddBOS)
 			if asJSON {
 				return json.NewEncoder(os.Stdout).Encode(ids)
 			}
 			for _, id := range ids {
-				fmt.Printf("%6d -> %q\n", id, m.Tok.Decode([]int{id}))
+				fmt.Printf("%6d -> %q\n", id, tok.Piece(id))
 			}
 			return nil
 		},

@@ -1,0 +1,79 @@
+package engine
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/pinfer/pinfer/ops"
+	"github.com/stretchr/testify/require"
+)
+
+// The KV cache's size follows from the file's hyperparameters alone: per
+// layer and position, n_head_kv·head_dim keys and as many values.
+func TestKVBytesFromHyperparameters(t *testing.T) {
+	m, err := Load(shakespeareGGUF(t, ops.F32), "")
+	require.NoError(t, err)
+	defer m.Close()
+	hp := func(k string) int64 {
+		v, err := m.File.Uint(m.File.Arch() + "." + k)
+		require.NoError(t, err, k)
+		return int64(v)
+	}
+	layers, embd, heads, kvHeads := hp("block_count"), hp("embedding_length"), hp("attention.head_count"), hp("attention.head_count_kv")
+	perPos := layers * 2 * kvHeads * (embd / heads)
+	require.Equal(t, perPos*4*300, m.Prog.KVBytes(300, ops.F32))
+	require.Equal(t, perPos*2*300, m.Prog.KVBytes(300, ops.F16))
+}
+
+// A context whose caches could never fit is refused before anything is
+// allocated (Go would die of it at the first forward pass), with the size
+// it needs; one that fits runs.
+func TestHugeContextRefused(t *testing.T) {
+	m, err := Load(shakespeareGGUF(t, ops.F32), "")
+	require.NoError(t, err)
+	defer m.Close()
+	if memoryBytes() == 0 {
+		t.Skip("this OS does not say how much memory it has")
+	}
+	_, err = m.Generate(Options{PromptIDs: []int{1, 2}, N: 2, Ctx: 1 << 40, Threads: 1})
+	require.ErrorContains(t, err, "positions needs")
+	require.ErrorContains(t, err, "GB of KV cache")
+	require.Error(t, m.CheckContext(1<<32, 1))
+	require.NoError(t, m.CheckContext(512, 1))
+	res, err := m.Generate(Options{PromptIDs: []int{1, 2}, N: 2, Ctx: 64, Threads: 1})
+	require.NoError(t, err)
+	require.Len(t, res.Tokens, 2)
+}
+
+// A token the metadata names as end of turn ends the text where it comes,
+// as EOS does, and is not emitted.
+func TestEndOfTurnStops(t *testing.T) {
+	greedy := func(path string) *Result {
+		m, err := Load(path, "")
+		require.NoError(t, err)
+		defer m.Close()
+		res, err := m.Generate(Options{PromptIDs: []int{1}, N: 24, Threads: 1})
+		require.NoError(t, err)
+		return res
+	}
+	base := greedy(withKV(t, nil))
+	require.Equal(t, "length", base.StopReason)
+	k := 4
+	for slices.Contains(base.Tokens[:k], base.Tokens[k]) {
+		k++
+	}
+	res := greedy(withKV(t, map[string]any{"tokenizer.ggml.eot_token_id": uint32(base.Tokens[k])}))
+	require.Equal(t, "eos", res.StopReason)
+	require.Equal(t, base.Tokens[:k], res.Tokens)
+}
+
+// --kv-type takes llama.cpp's spellings in either case, as --type does.
+func TestParseKVTypeCase(t *testing.T) {
+	for s, want := range map[string]ops.DType{"f16": ops.F16, "F16": ops.F16, "f32": ops.F32, "F32": ops.F32} {
+		got, err := ParseKVType(s)
+		require.NoError(t, err, s)
+		require.Equal(t, want, got, s)
+	}
+	_, err := ParseKVType("q8_0")
+	require.ErrorContains(t, err, "want f32 or f16")
+}
