@@ -27,6 +27,20 @@ type samplingFields struct {
 	PresencePenalty  *float64       `json:"presence_penalty"`
 	Seed             *int64         `json:"seed"`
 	Stop             stopField      `json:"stop"`
+
+	// Asks for more in the response than text, which this server does not
+	// give: refused unless off, so that a client never takes a plain
+	// answer for the one it asked for.
+	Logprobs       logprobsField     `json:"logprobs"`
+	TopLogprobs    *int              `json:"top_logprobs"`
+	Echo           bool              `json:"echo"`
+	Suffix         string            `json:"suffix"`
+	Tools          []json.RawMessage `json:"tools"`
+	Functions      []json.RawMessage `json:"functions"`
+	ToolChoice     json.RawMessage   `json:"tool_choice"`
+	ResponseFormat *struct {
+		Type string `json:"type"`
+	} `json:"response_format"`
 }
 
 type streamOptions struct {
@@ -74,6 +88,24 @@ func (s *stopField) UnmarshalJSON(b []byte) error {
 		return &fieldError{"stop", "stop must be a string or an array of strings"}
 	}
 	*s = many
+	return nil
+}
+
+// logprobsField is "logprobs": chat's boolean or the completions' count of
+// top tokens, where 0, as false, asks for none.
+type logprobsField struct{ on bool }
+
+func (l *logprobsField) UnmarshalJSON(b []byte) error {
+	var n int
+	switch {
+	case isNull(b):
+		l.on = false
+	case json.Unmarshal(b, &l.on) == nil:
+	case json.Unmarshal(b, &n) == nil:
+		l.on = n != 0
+	default:
+		return &fieldError{"logprobs", "logprobs must be a boolean or an integer"}
+	}
 	return nil
 }
 

@@ -90,7 +90,11 @@ func (s *Server) checkModel(name string) *apiError {
 type genParams struct {
 	sample    sample.Params
 	maxTokens int // -1: until the context is full
-	stops     []string
+	// maxAsked: maxTokens is the client's, which must fit; else it is the
+	// server's -n, a default that, as in llama-server, stops at a full
+	// context rather than refuse a request that sets none.
+	maxAsked bool
+	stops    []string
 }
 
 // sampling validates the fields and fills in llama.cpp's defaults for the
@@ -105,6 +109,9 @@ func (s *Server) sampling(f *samplingFields) (genParams, *apiError) {
 		if v != nil && *v != 0 {
 			return g, badRequest(name, "unsupported_value", "%s is not supported (use repeat_penalty)", name)
 		}
+	}
+	if e := unsupported(f); e != nil {
+		return g, e
 	}
 	if f.Temperature != nil {
 		if *f.Temperature < 0 || *f.Temperature > 2 {
@@ -131,10 +138,13 @@ func (s *Server) sampling(f *samplingFields) (genParams, *apiError) {
 	if errors.As(p.Check(), &pe) {
 		return g, badRequest(pe.Name, "invalid_value", "%s", pe)
 	}
-	if f.Seed != nil {
-		p.Seed = uint64(*f.Seed)
-	} else {
+	switch {
+	case f.Seed == nil || *f.Seed == -1: // llama.cpp's -1: a random seed
 		p.Seed = rand.Uint64()
+	case *f.Seed < 0:
+		return g, badRequest("seed", "invalid_value", "seed must be -1 for a random seed, or 0 or more, not %d", *f.Seed)
+	default:
+		p.Seed = uint64(*f.Seed)
 	}
 	mt, name := f.MaxTokens, "max_tokens"
 	if mt == nil {
@@ -144,7 +154,7 @@ func (s *Server) sampling(f *samplingFields) (genParams, *apiError) {
 		if *mt < 1 {
 			return g, badRequest(name, "invalid_value", "%s must be at least 1", name)
 		}
-		g.maxTokens = *mt
+		g.maxTokens, g.maxAsked = *mt, true
 	}
 	if len(f.Stop) > 4 {
 		return g, badRequest("stop", "invalid_value", "stop takes at most 4 strings")
@@ -157,6 +167,33 @@ func (s *Server) sampling(f *samplingFields) (genParams, *apiError) {
 	return g, nil
 }
 
+// unsupported refuses the fields that ask for more in the response than
+// its text, when they are on.
+func unsupported(f *samplingFields) *apiError {
+	var choice string
+	json.Unmarshal(f.ToolChoice, &choice) // "none" is the one choice allowed
+	for _, c := range []struct {
+		name string
+		on   bool
+	}{
+		{"logprobs", f.Logprobs.on},
+		{"top_logprobs", f.TopLogprobs != nil && *f.TopLogprobs != 0},
+		{"echo", f.Echo},
+		{"suffix", f.Suffix != ""},
+		{"tools", len(f.Tools) > 0},
+		{"functions", len(f.Functions) > 0},
+		{"tool_choice", f.ToolChoice != nil && !isNull(f.ToolChoice) && choice != "none"},
+	} {
+		if c.on {
+			return badRequest(c.name, "unsupported_value", "%s is not supported", c.name)
+		}
+	}
+	if rf := f.ResponseFormat; rf != nil && rf.Type != "text" {
+		return badRequest("response_format", "unsupported_value", "response_format of type %s is not supported: only \"text\"", quote(rf.Type))
+	}
+	return nil
+}
+
 // fit checks a tokenized prompt and max_tokens against the slot context.
 func (s *Server) fit(g *genParams, nPrompt int, promptParam string) *apiError {
 	if nPrompt >= s.nctx {
@@ -164,6 +201,10 @@ func (s *Server) fit(g *genParams, nPrompt int, promptParam string) *apiError {
 			"the prompt has %d tokens but the context is %d tokens (at least one must be left to generate)", nPrompt, s.nctx)
 	}
 	if g.maxTokens > s.nctx-nPrompt {
+		if !g.maxAsked {
+			g.maxTokens = -1
+			return nil
+		}
 		return badRequest("max_tokens", "context_length_exceeded",
 			"max_tokens is too large: %d, the prompt has %d tokens and the context is %d, so at most %d can be generated",
 			g.maxTokens, nPrompt, s.nctx, s.nctx-nPrompt)
