@@ -128,6 +128,11 @@ func setMetadata(w *gguf.Writer, dir string, hp *hparams, v tokenizer.Vocab, fty
 		{"tokenizer.ggml.add_bos_token", v.AddBOS},
 		{"tokenizer.ggml.add_space_prefix", v.AddSpacePrefix},
 	}...)
+	tmpl, err := chatTemplates(dir)
+	if err != nil {
+		return err
+	}
+	kv = append(kv, tmpl...)
 	if typ == ops.Q8_0 || typ == ops.Q4_0 {
 		kv = append(kv, keyValue{"general.quantization_version", uint32(2)})
 	}

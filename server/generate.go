@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"net/http"
 	"strings"
 	"time"
@@ -31,7 +32,13 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	}
 	prompt, err := s.chat.Prompt(msgs)
 	if err != nil {
-		writeError(w, badRequest("messages", "invalid_conversation", "%v", err))
+		// raise_exception is the template refusing this conversation, which
+		// the client can fix; any other error is in the model's template.
+		if errors.As(err, new(*raised)) {
+			writeError(w, badRequest("messages", "invalid_conversation", "%v", err))
+		} else {
+			writeError(w, newError(http.StatusInternalServerError, "server_error", "chat_template_error", "the model's tokenizer.chat_template failed: %v", err))
+		}
 		return
 	}
 	ids := encodeChat(s.model.Tok, prompt)

@@ -61,7 +61,11 @@ func (r *renderer) eval1(e expr) (any, error) {
 		if err != nil {
 			return nil, err
 		}
-		return applyFilter(e.name, x, args)
+		kw, err := r.evalKw(e.kwargs)
+		if err != nil {
+			return nil, err
+		}
+		return applyFilter(e.name, x, args, kw)
 	case testExpr:
 		x, err := r.eval(e.x)
 		if err != nil {
@@ -123,6 +127,18 @@ func (r *renderer) evalAll(es []expr) ([]any, error) {
 		out[i] = v
 	}
 	return out, nil
+}
+
+func (r *renderer) evalKw(es map[string]expr) (map[string]any, error) {
+	kw := map[string]any{}
+	for k, e := range es {
+		v, err := r.eval(e)
+		if err != nil {
+			return nil, err
+		}
+		kw[k] = v
+	}
+	return kw, nil
 }
 
 func (r *renderer) binary(e binExpr) (any, error) {
@@ -265,30 +281,26 @@ func equal(a, b any) bool {
 			}
 		}
 		return true
+	case map[string]any:
+		// As Python's dict ==: Mistral's template compares messages.
+		bm, ok := b.(map[string]any)
+		if !ok || len(a) != len(bm) {
+			return false
+		}
+		for k, v := range a {
+			if w, ok := bm[k]; !ok || !equal(v, w) {
+				return false
+			}
+		}
+		return true
 	}
 	return false
 }
 
 func order(op string, l, r any) (bool, error) {
-	var c int
-	if ls, ok := l.(string); ok {
-		rs, ok := r.(string)
-		if !ok {
-			return false, fmt.Errorf("cannot compare a string with %s", typeName(r))
-		}
-		c = strings.Compare(ls, rs)
-	} else {
-		lf, lok := number(l)
-		rf, rok := number(r)
-		if !lok || !rok {
-			return false, fmt.Errorf("cannot compare %s with %s", typeName(l), typeName(r))
-		}
-		switch {
-		case lf < rf:
-			c = -1
-		case lf > rf:
-			c = 1
-		}
+	c, err := compare(l, r)
+	if err != nil {
+		return false, err
 	}
 	switch op {
 	case "<":
@@ -299,6 +311,29 @@ func order(op string, l, r any) (bool, error) {
 		return c <= 0, nil
 	}
 	return c >= 0, nil
+}
+
+// compare orders two strings or two numbers as Python does (-1, 0, 1).
+func compare(l, r any) (int, error) {
+	if ls, ok := l.(string); ok {
+		rs, ok := r.(string)
+		if !ok {
+			return 0, fmt.Errorf("cannot compare a string with %s", typeName(r))
+		}
+		return strings.Compare(ls, rs), nil
+	}
+	lf, lok := number(l)
+	rf, rok := number(r)
+	if !lok || !rok {
+		return 0, fmt.Errorf("cannot compare %s with %s", typeName(l), typeName(r))
+	}
+	switch {
+	case lf < rf:
+		return -1, nil
+	case lf > rf:
+		return 1, nil
+	}
+	return 0, nil
 }
 
 func contains(container, x any) (bool, error) {

@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"unicode"
 )
@@ -16,11 +18,9 @@ func (r *renderer) call(e callExpr) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	kw := map[string]any{}
-	for k, ke := range e.kwargs {
-		if kw[k], err = r.eval(ke); err != nil {
-			return nil, err
-		}
+	kw, err := r.evalKw(e.kwargs)
+	if err != nil {
+		return nil, err
 	}
 	if m, ok := e.fn.(getAttr); ok {
 		x, err := r.eval(m.x)
@@ -108,11 +108,7 @@ func method(x any, name string, args []any) (any, error) {
 		case "endswith":
 			return strings.HasSuffix(s, strArg(args, 0, "")), nil
 		case "replace":
-			old, new := strArg(args, 0, ""), strArg(args, 1, "")
-			if grow := len(new) - len(old); grow > 0 && (strings.Count(s, old)+1)*grow > maxTemplateBytes-len(s) {
-				return nil, fmt.Errorf("replace: a string of more than %d bytes", maxTemplateBytes)
-			}
-			return strings.ReplaceAll(s, old, new), nil
+			return replace(s, strArg(args, 0, ""), strArg(args, 1, ""), argAt(args, nil, 2, ""))
 		case "split":
 			var parts []string
 			if len(args) == 0 || args[0] == nil {
@@ -200,7 +196,47 @@ func capitalize(s string) string {
 	return string(rs)
 }
 
-func applyFilter(name string, x any, args []any) (any, error) {
+// replace is Python's str.replace(old, new, count); count is an int, or
+// not given (undefined or none) for all.
+func replace(s, old, new string, count any) (any, error) {
+	n, ok := count.(int)
+	if !ok || n < 0 {
+		n = -1
+	}
+	if grow := len(new) - len(old); grow > 0 && (strings.Count(s, old)+1)*grow > maxTemplateBytes-len(s) {
+		return nil, fmt.Errorf("replace: a string of more than %d bytes", maxTemplateBytes)
+	}
+	return strings.Replace(s, old, new, n), nil
+}
+
+func isUndefined(v any) bool { _, ok := v.(undefined); return ok }
+
+// argAt is a filter's parameter i, passed by position or by its Jinja name;
+// undefined when not passed.
+func argAt(args []any, kw map[string]any, i int, name string) any {
+	if i < len(args) {
+		return args[i]
+	}
+	if v, ok := kw[name]; ok {
+		return v
+	}
+	return undefined{}
+}
+
+// attrPath is Jinja's attribute getter for selectattr, map, sort and join:
+// "a.b.0" looks up a, then b, then item 0.
+func attrPath(x any, path string) any {
+	for _, part := range strings.Split(path, ".") {
+		if n, err := strconv.Atoi(part); err == nil {
+			x = item(x, n)
+		} else {
+			x = item(x, part)
+		}
+	}
+	return x
+}
+
+func applyFilter(name string, x any, args []any, kw map[string]any) (any, error) {
 	switch name {
 	case "trim":
 		return strings.TrimSpace(str(x)), nil
@@ -214,6 +250,8 @@ func applyFilter(name string, x any, args []any) (any, error) {
 		return title(str(x)), nil
 	case "string":
 		return str(x), nil
+	case "replace":
+		return replace(str(x), str(argAt(args, kw, 0, "old")), str(argAt(args, kw, 1, "new")), argAt(args, kw, 2, "count"))
 	case "length", "count":
 		switch v := x.(type) {
 		case string:
@@ -222,6 +260,8 @@ func applyFilter(name string, x any, args []any) (any, error) {
 			return len(v), nil
 		case map[string]any:
 			return len(v), nil
+		case undefined:
+			return 0, nil
 		}
 		return nil, fmt.Errorf("length of %s", typeName(x))
 	case "first", "last":
@@ -235,15 +275,32 @@ func applyFilter(name string, x any, args []any) (any, error) {
 		return l[len(l)-1], nil
 	case "list":
 		return iterate(x)
+	case "reverse":
+		if s, ok := x.(string); ok {
+			rs := []rune(s)
+			slices.Reverse(rs)
+			return string(rs), nil
+		}
+		l, err := iterate(x)
+		if err != nil {
+			return nil, err
+		}
+		l = slices.Clone(l)
+		slices.Reverse(l)
+		return l, nil
 	case "join":
 		l, err := iterate(x)
 		if err != nil {
 			return nil, err
 		}
-		sep := strArg(args, 0, "")
+		sep := str(argAt(args, kw, 0, "d"))
+		attr, byAttr := argAt(args, kw, 1, "attribute").(string)
 		parts := make([]string, len(l))
 		n := 0
 		for i, v := range l {
+			if byAttr {
+				v = attrPath(v, attr)
+			}
 			parts[i] = str(v)
 			if n += len(parts[i]) + len(sep); n > maxTemplateBytes {
 				return nil, fmt.Errorf("join: a string of more than %d bytes", maxTemplateBytes)
@@ -252,14 +309,81 @@ func applyFilter(name string, x any, args []any) (any, error) {
 		return strings.Join(parts, sep), nil
 	case "default", "d":
 		_, undef := x.(undefined)
-		useDef := undef || (len(args) > 1 && truthy(args[1]) && !truthy(x))
-		if useDef {
-			if len(args) > 0 {
-				return args[0], nil
+		if undef || truthy(argAt(args, kw, 1, "boolean")) && !truthy(x) {
+			if v := argAt(args, kw, 0, "default_value"); !isUndefined(v) {
+				return v, nil
 			}
 			return "", nil
 		}
 		return x, nil
+	case "items":
+		switch x.(type) {
+		case undefined:
+			return []any{}, nil
+		case map[string]any, namespace:
+			return method(x, "items", nil)
+		}
+		return nil, fmt.Errorf("items: %s is not a mapping", typeName(x))
+	case "select", "reject", "selectattr", "rejectattr":
+		return selectFilter(name, x, args)
+	case "map":
+		l, err := iterate(x)
+		if err != nil {
+			return nil, err
+		}
+		out := make([]any, len(l))
+		if attr, ok := kw["attribute"]; ok {
+			def, hasDef := kw["default"]
+			for i, v := range l {
+				if out[i] = attrPath(v, str(attr)); isUndefined(out[i]) && hasDef {
+					out[i] = def
+				}
+			}
+			return out, nil
+		}
+		if len(args) == 0 {
+			return nil, fmt.Errorf("map needs a filter name or attribute=")
+		}
+		for i, v := range l {
+			if out[i], err = applyFilter(str(args[0]), v, args[1:], kw); err != nil {
+				return nil, err
+			}
+		}
+		return out, nil
+	case "sort":
+		l, err := iterate(x)
+		if err != nil {
+			return nil, err
+		}
+		attr, byAttr := argAt(args, kw, 2, "attribute").(string)
+		caseSensitive, rev := truthy(argAt(args, kw, 1, "case_sensitive")), truthy(argAt(args, kw, 0, "reverse"))
+		key := func(v any) any {
+			if byAttr {
+				v = attrPath(v, attr)
+			}
+			if s, ok := v.(string); ok && !caseSensitive {
+				return strings.ToLower(s)
+			}
+			return v
+		}
+		out := slices.Clone(l)
+		// Stable, and reversed by the comparison rather than afterwards, so
+		// that equal items keep their order as in Python's sorted(reverse=True).
+		slices.SortStableFunc(out, func(a, b any) int {
+			c, e := compare(key(a), key(b))
+			if e != nil && err == nil {
+				err = e
+			}
+			if rev {
+				return -c
+			}
+			return c
+		})
+		return out, err
+	case "int":
+		return toInt(x, argAt(args, kw, 0, "default"), argAt(args, kw, 1, "base"))
+	case "format":
+		return pyFormat(str(x), args)
 	case "tojson":
 		var b strings.Builder
 		if err := toJSON(&b, x); err != nil {
@@ -268,6 +392,142 @@ func applyFilter(name string, x any, args []any) (any, error) {
 		return b.String(), nil
 	}
 	return nil, fmt.Errorf("unknown filter %q", name)
+}
+
+// selectFilter is select/reject (a test on each item, or its truth without
+// one) and selectattr/rejectattr (the same on an attribute of each item).
+func selectFilter(name string, x any, args []any) (any, error) {
+	l, err := iterate(x)
+	if err != nil {
+		return nil, err
+	}
+	byAttr := strings.HasSuffix(name, "attr")
+	var attr string
+	if byAttr {
+		if len(args) == 0 {
+			return nil, fmt.Errorf("%s needs an attribute name", name)
+		}
+		attr, args = str(args[0]), args[1:]
+	}
+	keep := strings.HasPrefix(name, "select")
+	out := []any{}
+	for _, v := range l {
+		t := v
+		if byAttr {
+			t = attrPath(v, attr)
+		}
+		ok := truthy(t)
+		if len(args) > 0 {
+			if ok, err = applyTest(str(args[0]), t, args[1:]); err != nil {
+				return nil, err
+			}
+		}
+		if ok == keep {
+			out = append(out, v)
+		}
+	}
+	return out, nil
+}
+
+// toInt is Jinja's int filter: a string in the base (or a float's text,
+// truncated), a number truncated, else the default (0).
+func toInt(x, def, base any) (any, error) {
+	if isUndefined(def) {
+		def = 0
+	}
+	b, ok := base.(int)
+	if !ok {
+		b = 10
+	}
+	switch v := x.(type) {
+	case string:
+		s := strings.TrimSpace(v)
+		if n, err := strconv.ParseInt(s, b, 64); err == nil {
+			return int(n), nil
+		}
+		if f, err := strconv.ParseFloat(s, 64); err == nil && math.Abs(f) < 1<<63 {
+			return int(f), nil
+		}
+	case int:
+		return v, nil
+	case bool:
+		if v {
+			return 1, nil
+		}
+		return 0, nil
+	case float64:
+		if math.Abs(v) < 1<<63 {
+			return int(v), nil
+		}
+	}
+	return def, nil
+}
+
+// pyFormat is Python's printf-style "f % args", which Jinja's format
+// filter is: flags, width and precision, and the conversions s r d i f F e
+// E g G x X o %.
+func pyFormat(f string, args []any) (string, error) {
+	var b strings.Builder
+	n := 0
+	for i := 0; i < len(f); i++ {
+		if f[i] != '%' {
+			b.WriteByte(f[i])
+			continue
+		}
+		j := i + 1
+		for j < len(f) && strings.IndexByte("-+ #0123456789.", f[j]) >= 0 {
+			j++
+		}
+		if j == len(f) {
+			return "", fmt.Errorf("format: incomplete format")
+		}
+		spec, verb := f[i+1:j], f[j]
+		i = j
+		if verb == '%' {
+			b.WriteByte('%')
+			continue
+		}
+		// Width and precision are bounded so that one conversion cannot
+		// allocate past the output's limit (a leading 0 is a flag).
+		for _, d := range strings.FieldsFunc(spec, func(c rune) bool { return c < '0' || c > '9' }) {
+			if len(strings.TrimLeft(d, "0")) > 4 {
+				return "", fmt.Errorf("format: width or precision over 9999")
+			}
+		}
+		if n >= len(args) {
+			return "", fmt.Errorf("format: not enough arguments for format string")
+		}
+		a := args[n]
+		n++
+		switch verb {
+		case 's':
+			fmt.Fprintf(&b, "%"+spec+"s", str(a))
+		case 'r':
+			fmt.Fprintf(&b, "%"+spec+"s", repr(a))
+		case 'd', 'i', 'x', 'X', 'o', 'f', 'F', 'e', 'E', 'g', 'G':
+			num, ok := number(a)
+			if !ok {
+				return "", fmt.Errorf("%%%c format: a number is required, not %s", verb, typeName(a))
+			}
+			switch verb {
+			case 'd', 'i':
+				fmt.Fprintf(&b, "%"+spec+"d", int64(num))
+			case 'x', 'X', 'o':
+				fmt.Fprintf(&b, "%"+spec+string(verb), int64(num))
+			default:
+				fmt.Fprintf(&b, "%"+spec+string(verb), num)
+			}
+		default:
+			return "", fmt.Errorf("format: unsupported conversion %%%c", verb)
+		}
+		if b.Len() > maxTemplateBytes {
+			return "", fmt.Errorf("format: a string of more than %d bytes", maxTemplateBytes)
+		}
+	}
+	if n < len(args) {
+		return "", fmt.Errorf("format: not all arguments converted during string formatting")
+	}
+	return b.String(), nil
 }
 
 // toJSON writes x as Python's json.dumps does by default: ", " and ": "
@@ -372,9 +632,9 @@ func applyTest(name string, x any, args []any) (bool, error) {
 			return false, fmt.Errorf("%s test of %s", name, typeName(x))
 		}
 		return (n%2 != 0) == (name == "odd"), nil
-	case "eq", "equalto", "sameas":
+	case "eq", "equalto", "==", "sameas":
 		return len(args) == 1 && equal(x, args[0]), nil
-	case "ne":
+	case "ne", "!=":
 		return len(args) == 1 && !equal(x, args[0]), nil
 	case "in":
 		if len(args) != 1 {

@@ -17,6 +17,8 @@ func FuzzTemplate(f *testing.F) {
 		`{% for i in range(3) %}{{ i }}{% else %}empty{% endfor %}{{ "it's".replace("'", '"') }}{{ 'a,b'.split(',')[1] }}`,
 		`{{ 'ab' * 3 }}{{ messages[0]['content'][1:3] | upper }}{{ raise_exception('no') if false }}`,
 		`{% for m in messages %}{{ loop.index }}{{ m.role | trim }}{% endfor %}{{ messages | length }}`,
+		mistralV03Template,
+		`{{ messages | rejectattr('role', 'equalto', 'system') | map(attribute='content') | sort(reverse=true) | join(',') }}{{ '%5.1f|%-4s' | format('7' | int, 'x') }}{{ messages | reverse | selectattr('name', 'undefined') | list }}`,
 	} {
 		f.Add(s)
 	}

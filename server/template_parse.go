@@ -44,9 +44,10 @@ type (
 		kwargs map[string]expr
 	}
 	filterExpr struct {
-		x    expr
-		name string
-		args []expr
+		x      expr
+		name   string
+		args   []expr
+		kwargs map[string]expr // map(attribute='x'), sort(reverse=true)
 	}
 	testExpr struct {
 		x    expr
@@ -471,7 +472,7 @@ func (p *exprParser) filtered() (expr, error) {
 		}
 		f := filterExpr{x: x, name: t.text}
 		if p.is("p", "(") {
-			if f.args, _, err = p.args(); err != nil {
+			if f.args, f.kwargs, err = p.args(); err != nil {
 				return nil, err
 			}
 		}

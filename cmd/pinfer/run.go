@@ -148,15 +148,6 @@ func runCmd() *cobra.Command {
 			if topLogits > 0 && !asJSON {
 				return fmt.Errorf("--top-logits %d: the logits are part of --json's output; add --json", topLogits)
 			}
-			given := 0
-			for _, f := range []string{"prompt", "file", "prompt-ids"} {
-				if cmd.Flags().Changed(f) {
-					given++
-				}
-			}
-			if given > 1 {
-				return errors.New("-p, -f and --prompt-ids each give the whole prompt: use one of them")
-			}
 			var pe *sample.ParamError
 			if errors.As(sp.Check(), &pe) {
 				flag := map[string]string{"temperature": "temp"}[pe.Name]
@@ -178,6 +169,15 @@ func runCmd() *cobra.Command {
 				if ids, err = intList("--prompt-ids", promptIDs); err != nil {
 					return err
 				}
+			}
+			given := 0
+			for _, f := range []string{"prompt", "file", "prompt-ids"} {
+				if cmd.Flags().Changed(f) {
+					given++
+				}
+			}
+			if given > 1 {
+				return errors.New("-p, -f and --prompt-ids each give the whole prompt: use one of them")
 			}
 			switch {
 			case seed == -1:
