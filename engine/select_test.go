@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"fmt"
 	"io"
 	"path/filepath"
 	"testing"
@@ -30,6 +31,12 @@ func TestSelectByMetadata(t *testing.T) {
 		{"falcon", map[string]any{"powerinfer.sparse_threshold": float32(0)}, "relu-falcon"},
 		{"falcon", nil, "falcon"},
 		{"opt", nil, "opt"},
+		{"llama", map[string]any{"llama.expert_count": uint32(8), "pinfer.ffn_activation": "silu"}, "mixtral"},
+		{"falcon", map[string]any{"pinfer.ffn_activation": "gelu"}, "falcon"},
+		// An activation no built-in graph computes: refused, not run as SiLU or GELU.
+		{"llama", map[string]any{"pinfer.ffn_activation": "gelu_pytorch_tanh"}, ""},
+		{"llama", map[string]any{"llama.expert_count": uint32(8), "pinfer.ffn_activation": "gelu"}, ""},
+		{"falcon", map[string]any{"pinfer.ffn_activation": "silu"}, ""},
 	}
 	for i, c := range cases {
 		w := gguf.NewWriter()
@@ -43,6 +50,12 @@ func TestSelectByMetadata(t *testing.T) {
 		f, err := gguf.Open(path)
 		require.NoError(t, err)
 		s, err := graph.Select(specs, f)
+		if c.want == "" {
+			require.ErrorContains(t, err, fmt.Sprintf("pinfer.ffn_activation = %q", c.kv["pinfer.ffn_activation"]), "case %d", i)
+			require.ErrorContains(t, err, "pass one with -g")
+			f.Close()
+			continue
+		}
 		require.NoError(t, err)
 		require.Equal(t, c.want, s.Name, "case %d: %s %v", i, c.arch, c.kv)
 		f.Close()

@@ -2,6 +2,7 @@ package graph
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/pinfer/pinfer/gguf"
@@ -16,6 +17,7 @@ func Select(specs []*Spec, f *gguf.File) (*Spec, error) {
 	var best *Spec
 	bestScore := -1
 	var archs []string
+	var keys []string // the keys the arch's graphs match on, as the file has them
 	for _, s := range specs {
 		archs = append(archs, s.Name+" ("+s.Arch+")")
 		if s.Arch != arch {
@@ -24,6 +26,17 @@ func Select(specs []*Spec, f *gguf.File) (*Spec, error) {
 		if score := matchScore(s, f); score > bestScore {
 			best, bestScore = s, score
 		}
+		for _, alt := range s.Match {
+			for k := range alt {
+				if v := metaText(f, k); !slices.Contains(keys, v) {
+					keys = append(keys, v)
+				}
+			}
+		}
+	}
+	slices.Sort(keys)
+	if best == nil && len(keys) > 0 {
+		return nil, fmt.Errorf("%s: no built-in graph for general.architecture %q runs its metadata (%s); pass one with -g", f.Path, arch, strings.Join(keys, ", "))
 	}
 	if best == nil {
 		return nil, fmt.Errorf("%s: general.architecture %q: no built-in graph runs it (graphs: %s); pass one with -g", f.Path, arch, strings.Join(archs, ", "))
@@ -46,10 +59,27 @@ func matchScore(s *Spec, f *gguf.File) int {
 	return score
 }
 
+// metaText is key = value for a message, the value as the file has it.
+func metaText(f *gguf.File, key string) string {
+	if !f.Has(key) {
+		return key + " absent"
+	}
+	if s, err := f.String(key); err == nil {
+		return fmt.Sprintf("%s = %q", key, s)
+	}
+	return key + " present"
+}
+
 func holds(alt map[string]string, f *gguf.File) bool {
 	for k, want := range alt {
-		if want == "*" { // any value: a key only some files of the arch carry
+		switch want {
+		case "*": // any value: a key only some files of the arch carry
 			if !f.Has(k) {
+				return false
+			}
+			continue
+		case "-": // absent: what files from elsewhere leave out
+			if f.Has(k) {
 				return false
 			}
 			continue

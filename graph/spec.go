@@ -18,7 +18,8 @@ type Spec struct {
 	Name string
 	Arch string // general.architecture this graph runs
 	// Match lists alternatives: the graph runs a file when, for any one of
-	// them, every key's metadata equals its string ("*": is present).
+	// them, every key's metadata equals its string ("*": is present,
+	// "-": is absent).
 	Match  []map[string]string
 	Params []Param
 	Nodes  []NodeSpec // run once, before the blocks
