@@ -24,8 +24,10 @@ const (
 )
 
 var (
-	calls = map[int]int{}
-	cut   = map[int]float32{} // per layer, in units of the scores' RMS; starts at 0 like mlp's
+	// per FFN (a layer's experts apart): its calls, and its cut in units
+	// of the scores' RMS, which starts at 0 like mlp's
+	calls = map[[2]int]int{}
+	cut   = map[[2]int]float32{}
 )
 
 func Predict(l host.Layer, in host.Input) []int32 {
@@ -36,7 +38,7 @@ func Predict(l host.Layer, in host.Input) []int32 {
 	if rms := math.Sqrt(float64(host.Dot(s, s)) / float64(l.NFF)); rms > 0 {
 		host.Scale(s, float32(1/rms))
 	}
-	k := l.Index
+	k := [2]int{l.Index, l.Expert}
 	c := cut[k]
 	ids := host.Above(s, c)
 	if calls[k]%every == 0 {

@@ -16,20 +16,20 @@ const (
 	margin = 1.25 // times the profiled active count
 )
 
-var keep = map[int]int{} // K per layer index, for the layers with a predictor
+var keep = map[[2]int]int{} // K per FFN (layer, expert), for those with a predictor
 
 // Init decides each layer's K once.
 func Init(layers []host.Layer) {
 	for _, l := range layers {
 		if l.HasMLP() {
-			keep[l.Index] = Budget(l)
+			keep[[2]int{l.Index, l.Expert}] = Budget(l)
 		}
 	}
 }
 
 // Predict computes the scores and picks natively.
 func Predict(l host.Layer, in host.Input) []int32 {
-	k, ok := keep[l.Index]
+	k, ok := keep[[2]int{l.Index, l.Expert}]
 	if !ok {
 		return nil // no predictor tensors (or a layer Init did not see): compute it all
 	}

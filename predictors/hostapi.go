@@ -25,7 +25,10 @@ type vec []float32
 // scratch for it.
 type hostLayer struct {
 	Index, NEmbd, NFF int // block index, embedding width, neurons
-	s                 *layerState
+	// Expert inside a mixture of experts, else 0: the experts of a block
+	// share its Index, so per-FFN state keys by (Index, Expert).
+	Expert int
+	s      *layerState
 }
 
 type layerState struct {
@@ -352,5 +355,5 @@ func growVec(b vec, n int) vec {
 }
 
 func (s *layerState) handle() hostLayer {
-	return hostLayer{Index: s.l.Index, NEmbd: s.l.NEmbd, NFF: s.l.NFF, s: s}
+	return hostLayer{Index: s.l.Index, Expert: s.l.Expert, NEmbd: s.l.NEmbd, NFF: s.l.NFF, s: s}
 }

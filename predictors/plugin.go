@@ -137,7 +137,7 @@ func accept(l *Layer, ids, dst []int32) ([]int32, error) {
 		}
 		sorted = sorted && (i == 0 || id > ids[i-1])
 	}
-	dst = append(dst, ids...)
+	dst = append(some(dst), ids...) // an empty answer stays "no neuron", not nil's "all"
 	if !sorted {
 		slices.Sort(dst)
 		dst = slices.Compact(dst)

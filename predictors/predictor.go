@@ -54,7 +54,8 @@ type Batch interface {
 }
 
 // Predictor chooses neurons. Predict appends the chosen ids to dst in
-// ascending order and returns it; nil means every neuron.
+// ascending order and returns it; nil means every neuron, and an empty
+// non-nil slice none.
 type Predictor interface {
 	Name() string
 	Predict(l *Layer, in Input, dst []int32) []int32
@@ -109,7 +110,7 @@ func (*Oracle) Name() string { return "oracle" }
 
 func (o *Oracle) Predict(l *Layer, in Input, dst []int32) []int32 {
 	o.g = grow(o.g, l.NFF)
-	return l.Fired(in.Pool, in.Normed, o.g, dst)
+	return l.Fired(in.Pool, in.Normed, o.g, some(dst))
 }
 
 // GateScores writes into g (NFF long) the gate pre-activations of the FFN
@@ -178,7 +179,7 @@ func (m *MLP) Predict(l *Layer, in Input, dst []int32) []int32 {
 	m.h = grow(m.h, l.FC1.Rows)
 	m.s = grow(m.s, l.NFF)
 	l.MLPScores(in.Pool, in.Resid, m.h, m.s)
-	return ops.Above(dst, m.s, l.PredCut)
+	return ops.Above(some(dst), m.s, l.PredCut)
 }
 
 // PredictRows scores all of a prompt's tokens with two mat-mats.
@@ -194,7 +195,7 @@ func (m *MLP) PredictRows(l *Layer, in Rows, dst [][]int32) [][]int32 {
 	// picking from them on one thread took 6% of its prefill.
 	in.Pool.Run(T, func(lo, hi int) {
 		for t := lo; t < hi; t++ {
-			dst[t] = ops.Above(dst[t][:0], m.s[t*nff:(t+1)*nff], l.PredCut)
+			dst[t] = ops.Above(some(dst[t][:0]), m.s[t*nff:(t+1)*nff], l.PredCut)
 		}
 	})
 	return dst
@@ -204,12 +205,12 @@ func (m *MLP) PredictRows(l *Layer, in Rows, dst [][]int32) [][]int32 {
 // least MinRate.
 type Static struct {
 	MinRate float32
-	sets    map[int][]int32
+	sets    map[layerKey][]int32 // the experts of a mixture share a block index
 }
 
 // NewStatic needs every layer's rates, from a profile.
 func NewStatic(layers []*Layer) (Predictor, error) {
-	s := &Static{MinRate: 0.05, sets: map[int][]int32{}}
+	s := &Static{MinRate: 0.05, sets: map[layerKey][]int32{}}
 	for _, l := range layers {
 		if l.Rates == nil {
 			return nil, fmt.Errorf("predictor static: layer %d has no activation statistics (pass --stats from 'pinfer profile')", l.Index)
@@ -220,7 +221,7 @@ func NewStatic(layers []*Layer) (Predictor, error) {
 				set = append(set, int32(i))
 			}
 		}
-		s.sets[l.Index] = set
+		s.sets[layerKey{l.Index, l.Expert}] = set
 	}
 	return s, nil
 }
@@ -228,7 +229,21 @@ func NewStatic(layers []*Layer) (Predictor, error) {
 func (*Static) Name() string { return "static" }
 
 func (s *Static) Predict(l *Layer, _ Input, dst []int32) []int32 {
-	return append(dst, s.sets[l.Index]...)
+	set, ok := s.sets[layerKey{l.Index, l.Expert}]
+	if !ok {
+		return nil // a layer without statistics runs dense
+	}
+	return append(some(dst), set...)
+}
+
+// some makes an empty choice a non-nil empty slice: the executor passes a
+// nil dst on a row's first call and reads a nil result as every neuron, so
+// appending nothing to it would turn "none" into "all".
+func some(ids []int32) []int32 {
+	if ids == nil {
+		return []int32{}
+	}
+	return ids
 }
 
 func grow(b []float32, n int) []float32 {

@@ -20,10 +20,14 @@ const hostPath = "pinfer/host"
 
 // allowedStd are the standard packages a plugin may import: pure
 // computation, with no access to files, processes, the network, memory or
-// the runtime. fmt prints to stderr only (see newInterp).
+// the runtime. fmt prints to stderr only (see compile). slices and maps are
+// left out: yaegi has no native generics, so it interprets their source,
+// which lacks slices.Sort and its kin and fails on most of the rest
+// (slices.Reverse, maps.Clone: "undefined type for E" at a line of that
+// source); sort and host.Union do what plugins need.
 var allowedStd = []string{
-	"cmp", "container/heap", "container/list", "errors", "fmt", "maps",
-	"math", "math/bits", "math/rand", "slices", "sort", "strconv", "strings",
+	"cmp", "container/heap", "container/list", "errors", "fmt",
+	"math", "math/bits", "math/rand", "sort", "strconv", "strings",
 	"unicode", "unicode/utf8",
 }
 
