@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"fmt"
 	"strings"
 
 	"github.com/pinfer/pinfer/predictors"
@@ -10,7 +11,13 @@ import (
 // the path of a plugin's .go file. An empty name picks mlp when the file
 // carries fc1/fc2 for every sparse layer, else dense. The dense predictor
 // has the model pack its FFNs for dense reads (PackDense).
+//
+// A model without sparse FFN layers runs dense whatever is named, so naming
+// any predictor but dense for it is an error rather than silently ignored.
 func (m *Model) Predictor(name string) (predictors.Predictor, error) {
+	if len(m.Prog.Layers) == 0 && name != "" && name != "dense" {
+		return nil, fmt.Errorf("predictor %s: %s: the model has no sparse FFN layers", name, m.Path)
+	}
 	if name == "" {
 		name = "dense"
 		if m.HasPredictor() {

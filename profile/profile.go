@@ -34,6 +34,10 @@ func RunTokens(m *engine.Model, tokens []int, opt Options) (*predictors.Stats, e
 	if len(m.Prog.Layers) == 0 {
 		return nil, fmt.Errorf("%s: the model has no sparse FFN layers to profile", m.Path)
 	}
+	// BOS alone is no text: stats from it would say nothing of the model.
+	if len(tokens) == 0 || len(tokens) == 1 && tokens[0] == m.Tok.BOS() {
+		return nil, fmt.Errorf("no tokens to profile besides BOS; give a longer calibration text")
+	}
 	nctx := opt.Ctx
 	if nctx <= 0 {
 		nctx = min(max(m.ContextLength(), 2), 512)

@@ -26,6 +26,10 @@ type Eval struct {
 // out of the layers and of the mean. It then scores the same windows
 // densely for the perplexity the predictor costs.
 func Evaluate(m *engine.Model, p predictors.Predictor, tokens []int, nctx int, pool *ops.Pool, log io.Writer) (*Eval, error) {
+	if len(m.Prog.Layers) == 0 {
+		// There is nothing to score: no layer asks a predictor anything.
+		return nil, fmt.Errorf("%s: the model has no sparse FFN layers", m.Path)
+	}
 	type counts struct{ tp, fp, fn, n, nff float64 }
 	per := map[*predictors.Layer]*counts{}
 	var gate []float32

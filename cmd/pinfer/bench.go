@@ -40,6 +40,12 @@ func benchCmd() *cobra.Command {
 			}
 			mf.kvType = o.KVTypes[0].String()  // load takes one; Run sets each in turn
 			mf.threads = slices.Max(o.Threads) // a hybrid mode's CPU side
+			// The device hook checks the GPU flags before any model loads:
+			// a build without CUDA refuses them, as run does, rather than
+			// measuring the CPU alone. A CPU mode asks nothing of the model.
+			if _, _, err := benchGPU(nil, &mf, &g)("dense"); err != nil {
+				return fmt.Errorf("bench: %v", err)
+			}
 			if len(files) == 0 {
 				files = []string{""} // the built-in model
 			}

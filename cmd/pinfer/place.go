@@ -5,6 +5,7 @@ import (
 	"math"
 
 	"github.com/pinfer/pinfer/gguf"
+	"github.com/pinfer/pinfer/models"
 	"github.com/pinfer/pinfer/placement"
 	"github.com/pinfer/pinfer/predictors"
 	"github.com/spf13/cobra"
@@ -14,18 +15,25 @@ func placeCmd() *cobra.Command {
 	var model, stats, out string
 	var budgetGiB, sparseCost float64
 	c := &cobra.Command{
-		Use:   "place -m FILE --stats STATS --vram-budget GIB -o FILE.gpuidx",
+		Use:   "place [-m FILE] --stats STATS --vram-budget GIB -o FILE.gpuidx",
 		Short: "Choose the weights that go to the GPU under a VRAM budget and write PowerInfer's .gpuidx",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if model == "" || stats == "" {
-				return fmt.Errorf("place: -m FILE and --stats STATS are required")
+			if stats == "" {
+				return fmt.Errorf("place: --stats STATS is required")
 			}
-			if budgetGiB < 0 || math.IsNaN(budgetGiB) || math.IsInf(budgetGiB, 0) {
-				return fmt.Errorf("place: --vram-budget %g: want a size in GiB, 0 or more", budgetGiB)
+			// No budget places nothing: the index would be empty.
+			if !(budgetGiB > 0) || math.IsInf(budgetGiB, 0) {
+				return fmt.Errorf("place: --vram-budget %g: want a size in GiB, more than 0", budgetGiB)
 			}
 			if !(sparseCost > 0) || math.IsInf(sparseCost, 0) {
 				return fmt.Errorf("place: --sparse-cost %g: want a positive ratio", sparseCost)
+			}
+			if model == "" { // the built-in model, as run and the other commands
+				var err error
+				if model, err = models.DefaultModelPath(); err != nil {
+					return err
+				}
 			}
 			if out == "" {
 				out = model + ".generated.gpuidx"
@@ -58,7 +66,7 @@ func placeCmd() *cobra.Command {
 			return nil
 		},
 	}
-	c.Flags().StringVarP(&model, "model", "m", "", "model GGUF file")
+	c.Flags().StringVarP(&model, "model", "m", "", "model GGUF file (default: the built-in Shakespeare model)")
 	c.Flags().StringVar(&stats, "stats", "", "activation profile (JSON from 'pinfer profile')")
 	c.Flags().Float64Var(&budgetGiB, "vram-budget", 0, "GPU memory for weights, in GiB")
 	c.Flags().StringVarP(&out, "output", "o", "", "output .gpuidx (default: FILE.generated.gpuidx)")

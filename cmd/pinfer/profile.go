@@ -11,6 +11,7 @@ import (
 	"github.com/pinfer/pinfer/profile"
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
+	"gonum.org/v1/plot/vg/draw"
 )
 
 func profileCmd() *cobra.Command {
@@ -31,6 +32,12 @@ func profileCmd() *cobra.Command {
 			if err := checkMaxTokens("profile", opt.MaxTokens); err != nil {
 				return err
 			}
+			if plotPath == "" {
+				plotPath = strings.TrimSuffix(out, filepath.Ext(out)) + ".png"
+			}
+			if err := checkPlot(plotPath, out); err != nil {
+				return err
+			}
 			run, err := mf.openText(file)
 			if err != nil {
 				return err
@@ -46,9 +53,6 @@ func profileCmd() *cobra.Command {
 			}
 			if err := predictors.WriteStats(out, s); err != nil {
 				return err
-			}
-			if plotPath == "" {
-				plotPath = strings.TrimSuffix(out, filepath.Ext(out)) + ".png"
 			}
 			if err := profile.Plot(s, plotPath); err != nil {
 				return err
@@ -67,6 +71,21 @@ func profileCmd() *cobra.Command {
 	c.Flags().IntVarP(&opt.Ctx, "ctx-size", "c", 0, "window size in tokens (default: the model's context, at most 512)")
 	c.Flags().IntVar(&opt.MaxTokens, "max-tokens", 0, "profile only the first N tokens of the text (0: all)")
 	return c
+}
+
+// checkPlot refuses, before the profile runs, a plot path that gonum/plot
+// has no format for (it would say so only after the work, leaving an empty
+// file) or that is the stats file itself (the plot would overwrite it).
+func checkPlot(plot, stats string) error {
+	if filepath.Clean(plot) == filepath.Clean(stats) {
+		return fmt.Errorf("profile: -o %s: the plot (--plot, by default STATS with .png) would overwrite it; name another", stats)
+	}
+	format := strings.ToLower(strings.TrimPrefix(filepath.Ext(plot), "."))
+	// The registry plot.Save looks the extension up in, on a tiny canvas.
+	if _, err := draw.NewFormattedCanvas(1, 1, format); err != nil {
+		return fmt.Errorf("profile: --plot %s: %v; want .png, .svg, .pdf, .eps, .jpg, .jpeg, .tif, .tiff or .tex", plot, err)
+	}
+	return nil
 }
 
 // tokenBar returns a progress callback over text tokens, drawn on stderr.

@@ -28,12 +28,7 @@ func TestRunRefusesBeforePrinting(t *testing.T) {
 		if !strings.Contains(strings.Join(c.args, " "), "-p") {
 			args = append(args, "-p", "ROMEO:")
 		}
-		out, stderr, code := pinfer(t, args...)
-		require.NotZero(t, code, "%v", c.args)
-		require.Empty(t, out, "%v", c.args)
-		lines := strings.Split(strings.TrimSpace(stderr), "\n")
-		require.Len(t, lines, 1, "%v: %s", c.args, stderr)
-		require.Contains(t, lines[0], c.want)
+		refused(t, args, c.want)
 	}
 }
 
