@@ -94,6 +94,7 @@ type genParams struct {
 	// server's -n, a default that, as in llama-server, stops at a full
 	// context rather than refuse a request that sets none.
 	maxAsked bool
+	maxName  string // the field the client set it by, for errors
 	stops    []string
 }
 
@@ -154,7 +155,7 @@ func (s *Server) sampling(f *samplingFields) (genParams, *apiError) {
 		if *mt < 1 {
 			return g, badRequest(name, "invalid_value", "%s must be at least 1", name)
 		}
-		g.maxTokens, g.maxAsked = *mt, true
+		g.maxTokens, g.maxAsked, g.maxName = *mt, true, name
 	}
 	if len(f.Stop) > 4 {
 		return g, badRequest("stop", "invalid_value", "stop takes at most 4 strings")
@@ -205,9 +206,9 @@ func (s *Server) fit(g *genParams, nPrompt int, promptParam string) *apiError {
 			g.maxTokens = -1
 			return nil
 		}
-		return badRequest("max_tokens", "context_length_exceeded",
-			"max_tokens is too large: %d, the prompt has %d tokens and the context is %d, so at most %d can be generated",
-			g.maxTokens, nPrompt, s.nctx, s.nctx-nPrompt)
+		return badRequest(g.maxName, "context_length_exceeded",
+			"%s is too large: %d, the prompt has %d tokens and the context is %d, so at most %d can be generated",
+			g.maxName, g.maxTokens, nPrompt, s.nctx, s.nctx-nPrompt)
 	}
 	return nil
 }

@@ -49,7 +49,8 @@ func TestDefaultMaxTokensLargerThanContext(t *testing.T) {
 		require.Equal(t, 400, code, out)
 		e := out["error"].(map[string]any)
 		require.Equal(t, "context_length_exceeded", e["code"])
-		require.Contains(t, e["message"], "too large")
+		require.Equal(t, name, e["param"]) // the field the client sent
+		require.Contains(t, e["message"], name+" is too large")
 	}
 
 	// A default that fits is used as it is.
