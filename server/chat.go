@@ -29,10 +29,13 @@ type Chat struct {
 }
 
 // NewChat reads the model's tokenizer.chat_template, or uses the default.
-func NewChat(m *engine.Model) (*Chat, error) {
+func NewChat(m *engine.Model, template string) (*Chat, error) {
 	src, err := m.File.String("tokenizer.chat_template")
 	c := &Chat{}
-	if err != nil || strings.TrimSpace(src) == "" {
+	switch {
+	case template != "": // the operator's, over the file's, as llama-server's --chat-template-file
+		src = template
+	case err != nil || strings.TrimSpace(src) == "":
 		src, c.Builtin = DefaultChatTemplate, true
 	}
 	if c.tpl, err = ParseTemplate(src); err != nil {

@@ -29,6 +29,7 @@ type Config struct {
 	ModelName        string // the id in /v1/models; "": the file name without .gguf
 	DefaultMaxTokens int    // when a request sets none; 0: until the context is full
 	MaxBodyBytes     int64  // 0: 4 MiB
+	ChatTemplate     string // used instead of the file's tokenizer.chat_template when set
 	// Prepare, if set, configures the scheduler's runner once (a sparse
 	// predictor, say) before any request runs.
 	Prepare func(*graph.Runner) error
@@ -81,9 +82,11 @@ func New(m *engine.Model, cfg Config) (*Server, error) {
 	if err := m.CheckContext(nctx, cfg.Slots); err != nil {
 		return nil, err
 	}
-	chat, err := NewChat(m)
-	if err != nil {
-		return nil, fmt.Errorf("%s: tokenizer.chat_template: %v", m.Path, err)
+	chat, err := NewChat(m, cfg.ChatTemplate)
+	if err != nil && cfg.ChatTemplate != "" {
+		return nil, fmt.Errorf("--chat-template-file: %v", err)
+	} else if err != nil {
+		return nil, fmt.Errorf("%s: tokenizer.chat_template: %v (serve it with --chat-template-file)", m.Path, err)
 	}
 	s := &Server{cfg: cfg, model: m, chat: chat, fileName: file, nctx: nctx, created: time.Now().Unix(),
 		queue: newQueue(), quit: make(chan struct{}), loopDone: make(chan struct{})}

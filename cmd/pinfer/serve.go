@@ -26,6 +26,7 @@ func serveCmd() *cobra.Command {
 	var host string
 	var port int
 	var grace time.Duration
+	var templateFile string
 	c := &cobra.Command{
 		Use:   "serve",
 		Short: "Serve the model over OpenAI's HTTP API (chat, completions, streaming)",
@@ -56,6 +57,13 @@ func serveCmd() *cobra.Command {
 			cfg.Threads = mf.threads
 			// The same predictor as run's, on the runner all slots share.
 			cfg.Prepare = func(r *graph.Runner) error { r.Predictor = pred; return nil }
+			if templateFile != "" {
+				b, err := os.ReadFile(templateFile)
+				if err != nil {
+					return fmt.Errorf("--chat-template-file: %v", err)
+				}
+				cfg.ChatTemplate = string(b)
+			}
 			srv, err := server.New(m, cfg)
 			if err != nil {
 				return err
@@ -112,6 +120,7 @@ func serveCmd() *cobra.Command {
 	fl.IntVarP(&cfg.DefaultMaxTokens, "n-predict", "n", -1, "tokens to generate when a request sets no max_tokens (-1: until the context is full)")
 	fl.StringVar(&cfg.APIKey, "api-key", "", "require \"Authorization: Bearer KEY\" on every endpoint but /health")
 	fl.StringVar(&cfg.ModelName, "alias", "", "model id served in /v1/models (default: the file name without .gguf)")
+	fl.StringVar(&templateFile, "chat-template-file", "", "a Jinja chat template to use instead of the model's tokenizer.chat_template")
 	fl.DurationVar(&grace, "shutdown-timeout", 10*time.Second, "on SIGTERM/SIGINT, how long streams in flight may run before they are cancelled")
 	return c
 }
