@@ -1,6 +1,9 @@
 package engine
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // Context is the context size that nctx asks for: itself, or for 0 the
 // model's trained context, at most 4096.
@@ -34,4 +37,24 @@ func (m *Model) PastTraining(nctx int) string {
 		return fmt.Sprintf("warning: the model was trained on %d positions; a context of %d goes past them", n, nctx)
 	}
 	return ""
+}
+
+// checkRoPEScaling refuses a file that stretches RoPE (linear, YaRN: llama.cpp's
+// rope.scaling.* and the older rope.scale_linear): no graph's rope op
+// scales positions, and running it unscaled gives wrong text without a word.
+func (m *Model) checkRoPEScaling() error {
+	arch := m.File.Arch()
+	key := arch + ".rope.scaling.type"
+	if t, err := m.File.String(key); err == nil && t != "" && !strings.EqualFold(t, "none") {
+		return fmt.Errorf("%s: metadata key %q = %q: RoPE scaling is not supported", m.Path, key, t)
+	}
+	for _, k := range []string{arch + ".rope.scaling.factor", arch + ".rope.scale_linear"} {
+		if v, err := m.File.Float(k); err == nil && v != 0 && v != 1 {
+			if t, _ := m.File.String(key); strings.EqualFold(t, "none") {
+				continue // a factor that "none" switches off
+			}
+			return fmt.Errorf("%s: metadata key %q = %g: RoPE scaling is not supported", m.Path, k, v)
+		}
+	}
+	return nil
 }

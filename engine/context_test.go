@@ -1,8 +1,13 @@
 package engine
 
 import (
+	"io"
+	"path/filepath"
 	"slices"
 	"testing"
+
+	"github.com/pinfer/pinfer/gguf"
+	"github.com/pinfer/pinfer/internal/fixtures"
 
 	"github.com/pinfer/pinfer/ops"
 	"github.com/stretchr/testify/require"
@@ -76,4 +81,53 @@ func TestParseKVTypeCase(t *testing.T) {
 	}
 	_, err := ParseKVType("q8_0")
 	require.ErrorContains(t, err, "want f32 or f16")
+}
+
+// A file that stretches RoPE (linear or YaRN scaling, as llama.cpp writes
+// it) is refused with the key, where it ran unscaled and wrote other text;
+// "none" is no scaling.
+func TestRoPEScalingRefused(t *testing.T) {
+	for _, c := range []struct {
+		kv   map[string]any
+		want string
+	}{
+		{map[string]any{"llama.rope.scaling.type": "linear", "llama.rope.scaling.factor": float32(4)}, `"llama.rope.scaling.type" = "linear"`},
+		{map[string]any{"llama.rope.scaling.type": "yarn"}, `"llama.rope.scaling.type" = "yarn"`},
+		{map[string]any{"llama.rope.scale_linear": float32(2)}, `"llama.rope.scale_linear" = 2`},
+		{map[string]any{"llama.rope.scaling.type": "none", "llama.rope.scaling.factor": float32(4)}, ""},
+		{map[string]any{"llama.rope.scaling.factor": float32(1)}, ""},
+	} {
+		m, err := Load(withKV(t, c.kv), "")
+		if c.want == "" {
+			require.NoError(t, err, "%v", c.kv)
+			m.Close()
+			continue
+		}
+		require.ErrorContains(t, err, c.want)
+		require.ErrorContains(t, err, "RoPE scaling is not supported")
+	}
+}
+
+// A tensor that no slot of the graph names (an attention bias, a RoPE
+// frequency table) is refused, where the model ran without it.
+func TestStrayTensorRefused(t *testing.T) {
+	f, err := gguf.Open(fixtures.Path(t, "stories260K", "stories260K.gguf"))
+	require.NoError(t, err)
+	defer f.Close()
+	w := gguf.NewWriter()
+	for _, x := range f.KVs {
+		require.NoError(t, w.Set(x.Key, x.Value))
+	}
+	for i := range f.Tensors {
+		ti := &f.Tensors[i]
+		data := f.Data(ti)
+		require.NoError(t, w.AddTensor(ti.Name, ti.Type, ti.Dims, func(o io.Writer) error { _, err := o.Write(data); return err }))
+	}
+	q, _ := f.Tensor("blk.0.attn_q.weight")
+	bias := make([]byte, 4*q.Dims[1])
+	require.NoError(t, w.AddTensor("blk.0.attn_q.bias", ops.F32, []uint64{q.Dims[1]}, func(o io.Writer) error { _, err := o.Write(bias); return err }))
+	path := filepath.Join(t.TempDir(), "bias.gguf")
+	require.NoError(t, w.WriteFile(path, nil))
+	_, err = Load(path, "")
+	require.ErrorContains(t, err, "tensor blk.0.attn_q.bias is not used by graph")
 }

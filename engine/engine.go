@@ -42,6 +42,10 @@ func Load(path, graphPath string) (*Model, error) {
 		return nil, err
 	}
 	m := &Model{Path: path, File: f}
+	if err := m.checkRoPEScaling(); err != nil {
+		f.Close()
+		return nil, err
+	}
 	if err := m.bind(graphPath); err != nil {
 		f.Close()
 		return nil, err

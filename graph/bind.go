@@ -58,11 +58,12 @@ type binder struct {
 	f       *gguf.File
 	params  map[string]any
 	weights map[string]*ops.Weight
+	named   map[string]bool // every tensor a bound slot names, found or not
 }
 
 // Build binds a graph to a model file.
 func Build(spec *Spec, f *gguf.File) (*Program, error) {
-	b := &binder{spec: spec, f: f, params: map[string]any{}, weights: map[string]*ops.Weight{}}
+	b := &binder{spec: spec, f: f, params: map[string]any{}, weights: map[string]*ops.Weight{}, named: map[string]bool{}}
 	if err := b.resolveParams(); err != nil {
 		return nil, err
 	}
@@ -110,6 +111,9 @@ func Build(spec *Spec, f *gguf.File) (*Program, error) {
 	}
 	p.Vocab = p.Nodes[p.Output].Cols
 	if err := deadEnd(p); err != nil {
+		return nil, err
+	}
+	if err := b.unnamed(); err != nil {
 		return nil, err
 	}
 	return p, nil
@@ -279,6 +283,18 @@ func (b *binder) count(repeat string) (int, error) {
 		return 0, fmt.Errorf("%s: %q = %d%s, but %s holds tensor %s", where, repeat, n, from, b.f.Path, t)
 	}
 	return int(n), nil
+}
+
+// unnamed refuses a file with a tensor that no slot of the graph names: an
+// attention bias or a RoPE frequency table left unread changes the output
+// without a word (llama.cpp's loader, too, refuses tensors it does not use).
+func (b *binder) unnamed() error {
+	for _, t := range b.f.Tensors {
+		if !b.named[t.Name] {
+			return fmt.Errorf("%s: tensor %s is not used by graph %q (%s), so the model would run without it; pass a graph that uses it with -g", b.f.Path, t.Name, b.spec.Name, b.spec.File)
+		}
+	}
+	return nil
 }
 
 // blockTensor names the file's first tensor of a block numbered n or
@@ -551,6 +567,11 @@ func (b *binder) bindWeights(fn flatNode, op *ops.Op, n *Node) error {
 				name = strings.ReplaceAll(pat, "{i}", strconv.Itoa(fn.block))
 			}
 			tried = append(tried, name)
+			for _, alt := range names { // an alternative not taken is no stray
+				alt = strings.ReplaceAll(alt, "{i}", strconv.Itoa(fn.block))
+				alt = strings.TrimSuffix(strings.TrimPrefix(alt, "transpose("), ")")
+				b.named[alt] = true
+			}
 			var err error
 			if inner, ok := strings.CutPrefix(name, "transpose("); ok && strings.HasSuffix(inner, ")") {
 				w, err = b.transposed(strings.TrimSuffix(inner, ")"))
