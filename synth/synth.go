@@ -70,7 +70,7 @@ func (o *Options) Check() error {
 		return fmt.Errorf("n_embd %d must divide into n_head %d heads, and n_head into n_kv_head %d groups", s.NEmbd, s.NHead, s.NKVHead)
 	case (s.NEmbd/s.NHead)%2 != 0:
 		return fmt.Errorf("the head size %d must be even for RoPE", s.NEmbd/s.NHead)
-	case o.Active <= 0 || o.Active > 1:
+	case !(o.Active > 0 && o.Active <= 1): // NaN too
 		return fmt.Errorf("--active %v must be in (0, 1]", o.Active)
 	case o.Type != ops.F16 && o.Type != ops.Q8_0 && o.Type != ops.Q4_0 && o.Type != ops.F32:
 		return fmt.Errorf("--type %s: want f32, f16, q8_0 or q4_0", o.Type)

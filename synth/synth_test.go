@@ -2,6 +2,7 @@ package synth
 
 import (
 	"crypto/sha256"
+	"math"
 	"os"
 	"path/filepath"
 	"testing"
@@ -83,4 +84,15 @@ func TestCheckNamesTheFlag(t *testing.T) {
 		mod(&o.Shape)
 		require.EqualError(t, o.Check(), want)
 	}
+}
+
+// --active outside (0, 1] is refused, NaN included (both comparisons with
+// NaN are false, so it slipped past and wrote a model that fired ~0.2%).
+func TestCheckActive(t *testing.T) {
+	for _, a := range []float64{0, -0.1, 1.5, math.NaN(), math.Inf(1)} {
+		o := Options{Shape: small, Active: a, Type: ops.Q4_0}
+		require.ErrorContains(t, o.Check(), "--active", "%v", a)
+	}
+	o := Options{Shape: small, Active: 1, Type: ops.Q4_0}
+	require.NoError(t, o.Check())
 }

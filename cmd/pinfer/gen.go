@@ -42,7 +42,7 @@ func genCmd() *cobra.Command {
 			}
 			t, err := ops.ParseDType(strings.ToLower(typ))
 			if err != nil {
-				return fmt.Errorf("gen: --type %q: want f16, q8_0 or q4_0", typ)
+				return fmt.Errorf("gen: --type %q: want f32, f16, q8_0 or q4_0", typ)
 			}
 			o.Type = t
 			if err := o.Check(); err != nil {
@@ -70,7 +70,7 @@ func genCmd() *cobra.Command {
 	fl.IntVar(&o.Vocab, "vocab", 32000, "vocabulary size")
 	fl.IntVar(&o.Rank, "rank", 256, "predictor rank")
 	fl.Float64Var(&o.Active, "active", 0.1, "fraction of FFN neurons that fire per token")
-	fl.StringVar(&typ, "type", "q4_0", "weight type: f16, q8_0 or q4_0")
+	fl.StringVar(&typ, "type", "q4_0", "weight type: f32, f16, q8_0 or q4_0")
 	fl.Uint64Var(&o.Seed, "seed", 1, "random seed (the same seed writes the same file)")
 	fl.StringVarP(&out, "output", "o", "", "output file")
 	return c
