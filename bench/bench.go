@@ -173,6 +173,22 @@ func Run(m *engine.Model, o Options) (*Report, error) {
 		kvs = []ops.DType{m.KVType}
 	}
 	defer func(kv ops.DType) { m.KVType = kv }(m.KVType)
+	// A KV cache past memory would kill the run in Go's allocator at its
+	// first Forward, after minutes of other tests: refuse it first.
+	for _, kv := range kvs {
+		m.KVType = kv
+		for _, d := range depths {
+			for _, t := range tests(o, d) {
+				if err := m.CheckContext(t.context(), 1); err != nil {
+					what := t.name // at depth 0, a long -p or -n
+					if d > 0 {
+						what = fmt.Sprintf("-d %d", d)
+					}
+					return nil, fmt.Errorf("bench: %s: %v", what, err)
+				}
+			}
+		}
+	}
 	for _, t := range m.File.Tensors {
 		rep.SizeBytes += int64(t.Size)
 		rep.Params += int64(t.Elems())
@@ -289,6 +305,9 @@ type test struct {
 	whole       bool
 	name        string
 }
+
+// context is the positions the test's session holds.
+func (t test) context() int { return t.depth + t.p + t.g + 1 }
 
 // decode says whether the test times decode steps alone: the lines held
 // against the stream and counted in bytes per token.
@@ -420,7 +439,7 @@ func once(m *engine.Model, pool *ops.Pool, st *streamer, pred predictors.Predict
 	if bracket {
 		before = st.measure(pool, 3)
 	}
-	sess := m.NewSession(depth+p+g+1, pool)
+	sess := m.NewSession(t.context(), pool)
 	sess.SetPredictor(pred)
 	if depth == 0 && !t.decode() {
 		// A session makes its KV caches on its first Forward (for a short

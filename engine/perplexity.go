@@ -7,6 +7,7 @@ import (
 
 	"github.com/pinfer/pinfer/graph"
 	"github.com/pinfer/pinfer/ops"
+	"github.com/pinfer/pinfer/predictors"
 )
 
 // Perplexity is the result of scoring a text.
@@ -29,11 +30,18 @@ type Window struct {
 // tokens (BOS first) are cut into windows of nctx; each window starts with
 // BOS in place of its first token, and only the second half of each window is
 // scored, so every scored token sees at least nctx/2 tokens of context.
-func (m *Model) ComputePerplexity(text string, nctx int, pool *ops.Pool, log io.Writer) (*Perplexity, error) {
-	return m.ScoreTokens(m.Encode(text), nctx, pool, log)
+// pred (nil: dense) chooses each sparse FFN's neurons, as in run, so that
+// the perplexity is that of the path the predictor gives. The windows run
+// as batches: under ReLU-family activations each row still computes only
+// its own neurons (ops' gateEach), which predictor eval, one token at a
+// time, finds to the same figure.
+func (m *Model) ComputePerplexity(text string, nctx int, pred predictors.Predictor, pool *ops.Pool, log io.Writer) (*Perplexity, error) {
+	sess := m.NewSession(nctx, pool)
+	sess.SetPredictor(pred)
+	return m.ScoreSession(sess, m.Encode(text), false, log)
 }
 
-// ScoreTokens is ComputePerplexity on tokens already encoded.
+// ScoreTokens is ComputePerplexity on tokens already encoded, run dense.
 func (m *Model) ScoreTokens(tokens []int, nctx int, pool *ops.Pool, log io.Writer) (*Perplexity, error) {
 	return m.ScoreSession(m.NewSession(nctx, pool), tokens, false, log)
 }

@@ -32,6 +32,11 @@ func benchCmd() *cobra.Command {
 		Short: "Measure prefill and decode speed, dense against sparse in one run (llama-bench style)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			// Each mode names its own predictor: one --predictor for all
+			// of them would be silently ignored.
+			if mf.predictor != "" {
+				return fmt.Errorf("bench: --predictor %q: bench takes predictors as modes: --mode dense,%s", mf.predictor, mf.predictor)
+			}
 			if !slices.Contains(benchFormats, format) {
 				return fmt.Errorf("bench: -o %q: want one of %s", format, strings.Join(benchFormats, ", "))
 			}
@@ -62,6 +67,7 @@ func benchCmd() *cobra.Command {
 		},
 	}
 	mf.addModel(c, &files)
+	c.Flags().MarkHidden("predictor") // --mode names them
 	g.add(c)
 	fl := c.Flags()
 	fl.Lookup("kv-type").Usage += "; a comma-separated list runs every test at each (llama-bench's -ctk)"

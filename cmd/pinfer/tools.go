@@ -90,12 +90,28 @@ func perplexityCmd() *cobra.Command {
 			if file == "" {
 				return fmt.Errorf("perplexity: -f TEXT is required")
 			}
+			if nctx < 0 {
+				return fmt.Errorf("perplexity: -c %d: want a window size, or 0 for the model's", nctx)
+			}
 			run, err := mf.openText(file)
 			if err != nil {
 				return err
 			}
 			defer run.Close()
-			r, err := run.m.ComputePerplexity(run.text, nctx, run.pool, os.Stdout)
+			// The predictor run would use (mlp when the file has fc1/fc2), so
+			// that a sparse model is scored on its sparse path.
+			pred, err := run.m.Predictor(mf.predictor)
+			if err != nil {
+				return err
+			}
+			nctx = run.m.Context(nctx)
+			if err := run.m.CheckContext(nctx, 1); err != nil {
+				return fmt.Errorf("perplexity: -c %d: %v", nctx, err)
+			}
+			if w := run.m.PastTraining(nctx); w != "" {
+				fmt.Fprintln(os.Stderr, w)
+			}
+			r, err := run.m.ComputePerplexity(run.text, nctx, pred, run.pool, os.Stdout)
 			if err != nil {
 				return fmt.Errorf("%s: %v", file, err)
 			}
@@ -105,6 +121,6 @@ func perplexityCmd() *cobra.Command {
 	}
 	mf.add(c)
 	c.Flags().StringVarP(&file, "file", "f", "", "text file to score")
-	c.Flags().IntVarP(&nctx, "ctx-size", "c", 512, "window size in tokens")
+	c.Flags().IntVarP(&nctx, "ctx-size", "c", 512, "window size in tokens (0: the model's context, at most 4096)")
 	return c
 }
