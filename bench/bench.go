@@ -151,6 +151,9 @@ func (o *Options) Check() error {
 			return fmt.Errorf("bench: --pg %d,%d: want a prompt and a decode of at least 1 token each", pg[0], pg[1])
 		}
 	}
+	if len(tests(*o, 0)) == 0 {
+		return fmt.Errorf("bench: -p %v -n %v and no --pg: nothing to measure", o.Prompts, o.Gens)
+	}
 	return nil
 }
 

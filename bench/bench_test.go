@@ -157,6 +157,7 @@ func TestRunLists(t *testing.T) {
 		{Options{Gens: []int{-1}, Reps: 1}, "-n -1"},
 		{Options{Threads: []int{2, 0}, Reps: 1}, "-t 0: want at least 1"},
 		{Options{PG: [][2]int{{4, 0}}, Reps: 1}, "--pg 4,0: want a prompt and a decode of at least 1 token each"},
+		{Options{Prompts: []int{0}, Gens: []int{0}, Reps: 1}, "-p [0] -n [0] and no --pg: nothing to measure"}, // gave "results": null
 	} {
 		_, err := Run(m, o.opt)
 		require.ErrorContains(t, err, o.want)

@@ -32,6 +32,7 @@ func main() {
 	}
 	defer pprof.StopCPUProfile()
 	root.AddCommand(runCmd(), tokenizeCmd(), convertCmd(), perplexityCmd(), genCmd(), serveCmd(), placeCmd(), benchCmd(), profileCmd(), predictorCmd())
+	rewriteLlamaFlags()
 	if err := root.Execute(); err != nil {
 		// One line, whatever went wrong.
 		pprof.StopCPUProfile()

@@ -19,7 +19,6 @@ import (
 )
 
 func serveCmd() *cobra.Command {
-	rewriteParallelFlag()
 	var mf modelFlags
 	var cfg server.Config
 	var g gpuFlags
@@ -125,13 +124,20 @@ func serveCmd() *cobra.Command {
 	return c
 }
 
-// rewriteParallelFlag turns llama.cpp's "-np N" into "--parallel N": a
-// two-letter flag after one dash is not something pflag can declare.
-func rewriteParallelFlag() {
-	rewriteParallel(os.Args[1:])
+// llamaFlags are llama.cpp's multi-letter flags after one dash, by command:
+// pflag cannot declare them, so they are rewritten to pinfer's names.
+var llamaFlags = map[string]map[string]string{
+	"serve": {"-np": "--parallel", "-ctk": "--kv-type"},
+	"run":   {"-ctk": "--kv-type"},
+	"bench": {"-ctk": "--kv-type"},
 }
 
-func rewriteParallel(args []string) {
+// rewriteLlamaFlags rewrites os.Args' llama.cpp flags (rewriteFlags).
+func rewriteLlamaFlags() {
+	rewriteFlags(os.Args[1:])
+}
+
+func rewriteFlags(args []string) {
 	// The command is the first word that is not a flag or the value of
 	// the root's one flag, which may come first.
 	cmd := ""
@@ -143,14 +149,14 @@ func rewriteParallel(args []string) {
 			cmd = a
 		}
 	}
-	if cmd != "serve" {
-		return
-	}
+	names := llamaFlags[cmd]
 	for i, a := range args {
-		if a == "-np" {
-			args[i] = "--parallel"
-		} else if v, ok := strings.CutPrefix(a, "-np="); ok {
-			args[i] = "--parallel=" + v
+		name, v, eq := strings.Cut(a, "=")
+		if to, ok := names[name]; ok {
+			args[i] = to
+			if eq {
+				args[i] += "=" + v
+			}
 		}
 	}
 }

@@ -7,9 +7,10 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// llama.cpp's -np names serve's slots wherever the root's flag puts the
-// command; other commands' -n... flags are left alone.
-func TestRewriteParallel(t *testing.T) {
+// llama.cpp's -np names serve's slots and -ctk the KV cache's type,
+// wherever the root's flag puts the command; other commands' -n... flags are
+// left alone.
+func TestRewriteFlags(t *testing.T) {
 	for in, want := range map[string]string{
 		"serve -np 2":                  "serve --parallel 2",
 		"serve -c 64 -np=3":            "serve -c 64 --parallel=3",
@@ -20,7 +21,7 @@ func TestRewriteParallel(t *testing.T) {
 		"bench -m serve -np 2":         "bench -m serve -np 2",
 	} {
 		args := strings.Fields(in)
-		rewriteParallel(args)
+		rewriteFlags(args)
 		require.Equal(t, want, strings.Join(args, " "), in)
 	}
 }
