@@ -68,7 +68,8 @@ func TestBadInput(t *testing.T) {
 	openErr(t, tensor(0, []uint64{1024}, 0, 4000), `tensor "t": data [64, 4160) runs past the end of the file (4064 bytes)`)
 	openErr(t, tensor(0, []uint64{1024}, 32, 4096), `tensor "t": data [96, 4192) runs past the end of the file`)
 	openErr(t, tensor(99, []uint64{1024}, 0, 4096), `tensor "t": unknown dtype id 99`)
-	openErr(t, tensor(18, []uint64{1024}, 0, 4096), `tensor "t": unknown dtype id 18`) // only PWRI maps 18
+	openErr(t, tensor(18, []uint64{1024}, 0, 4096), `tensor "t": unknown dtype id 18 (llama.cpp's iq3_xxs`) // only PWRI maps 18
+	openErr(t, tensor(20, []uint64{1024}, 0, 4096), `tensor "t": unknown dtype id 20 (llama.cpp's iq4_nl, which pinfer does not read)`)
 	openErr(t, tensor(0, []uint64{1024}, 16, 4096), `tensor "t"`, "not a multiple of the alignment 32")
 	openErr(t, tensor(8, []uint64{33}, 0, 4096), `tensor "t"`, "does not fill whole blocks")
 	openErr(t, tensor(0, []uint64{1, 1, 1, 1, 1}, 0, 4096), `tensor "t"`, "dimensions")
@@ -77,6 +78,7 @@ func TestBadInput(t *testing.T) {
 
 	openErr(t, header("GGUX", 3, 0, 0).Bytes(), `bad magic "GGUX"`)
 	openErr(t, header("GGUF", 1, 0, 0).Bytes(), "unsupported GGUF version 1")
+	openErr(t, header("GGUF", 3<<24, 0, 0).Bytes(), "a big-endian GGUF (version 3)") // its 3 read little-endian
 	openErr(t, []byte("GG"), "truncated at byte 2")
 	openErr(t, nil, "truncated at byte 0")
 	missing := filepath.Join(t.TempDir(), "missing.gguf")

@@ -169,6 +169,11 @@ func Open(path string) (*File, error) {
 	return f, nil
 }
 
+// ggmlOnly names GGML's tensor types whose layout pinfer does not know,
+// for the message that refuses them.
+var ggmlOnly = map[uint32]string{16: "iq2_xxs", 17: "iq2_xs", 18: "iq3_xxs", 19: "iq1_s", 20: "iq4_nl",
+	21: "iq3_s", 22: "iq2_s", 23: "iq4_xs", 29: "iq1_m", 34: "tq1_0", 35: "tq2_0", 39: "mxfp4"}
+
 func (f *File) parse() error {
 	d := &decoder{b: f.data, path: f.Path, what: "header"}
 	f.Magic = string(d.take(4))
@@ -177,6 +182,9 @@ func (f *File) parse() error {
 	}
 	f.Version = d.u32()
 	if d.err == nil && f.Version != 2 && f.Version != 3 {
+		if v := bits.ReverseBytes32(f.Version); v == 2 || v == 3 {
+			return fmt.Errorf("%s: a big-endian GGUF (version %d); pinfer reads little-endian files, as llama.cpp does on x86 and ARM", f.Path, v)
+		}
 		return fmt.Errorf("%s: unsupported GGUF version %d (want 2 or 3)", f.Path, f.Version)
 	}
 	nTensors, nKVs := d.u64(), d.u64()
@@ -274,6 +282,8 @@ func (f *File) tensorInfo(d *decoder) TensorInfo {
 	}
 	var err error
 	switch {
+	case !t.Type.Known() && ggmlOnly[id] != "":
+		d.fail("unknown dtype id %d (llama.cpp's %s, which pinfer does not read)", id, ggmlOnly[id])
 	case !t.Type.Known():
 		d.fail("unknown dtype id %d", id)
 	case t.Offset%f.Alignment != 0:

@@ -1,7 +1,10 @@
 package tokenizer
 
 import (
+	"path/filepath"
 	"testing"
+
+	"github.com/pinfer/pinfer/gguf"
 
 	"github.com/stretchr/testify/require"
 )
@@ -39,4 +42,32 @@ func TestPiece(t *testing.T) {
 	require.Equal(t, " world", tok.Piece(3186))
 	require.Equal(t, "\n", tok.Piece(13)) // <0x0A>
 	require.Equal(t, "", tok.Piece(-1))
+}
+
+// A vocabulary without scores or token types loads as llama.cpp loads it:
+// scores 0, every token normal (it was refused).
+func TestScoresAndTypesOptional(t *testing.T) {
+	src, err := gguf.Open(filepath.Join(modelsDir(t), "vocab-llama-spm/ggml-vocab-llama-spm.gguf"))
+	require.NoError(t, err)
+	defer src.Close()
+	w := gguf.NewWriter()
+	for _, x := range src.KVs {
+		if x.Key != "tokenizer.ggml.scores" && x.Key != "tokenizer.ggml.token_type" {
+			require.NoError(t, w.Set(x.Key, x.Value))
+		}
+	}
+	path := filepath.Join(t.TempDir(), "v.gguf")
+	require.NoError(t, w.WriteFile(path, nil))
+	f, err := gguf.Open(path)
+	require.NoError(t, err)
+	defer f.Close()
+	tok, err := FromGGUF(f)
+	require.NoError(t, err)
+	v := tok.Vocab()
+	require.Len(t, v.Types, 32000)
+	for i := range v.Types {
+		require.Equal(t, int32(Normal), v.Types[i])
+		require.Zero(t, v.Scores[i])
+	}
+	require.Equal(t, " Hello", tok.Piece(15043))
 }

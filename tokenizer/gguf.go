@@ -23,11 +23,21 @@ func FromGGUF(f *gguf.File) (*Tokenizer, error) {
 	if v.Tokens, err = f.Strings("tokenizer.ggml.tokens"); err != nil {
 		return nil, err
 	}
-	if v.Scores, err = f.Float32s("tokenizer.ggml.scores"); err != nil {
-		return nil, err
+	// Scores and types may be left out, as llama.cpp allows: every score
+	// 0 and every token normal.
+	v.Scores, v.Types = make([]float32, len(v.Tokens)), make([]int32, len(v.Tokens))
+	for i := range v.Types {
+		v.Types[i] = Normal
 	}
-	if v.Types, err = f.Int32s("tokenizer.ggml.token_type"); err != nil {
-		return nil, err
+	if f.Has("tokenizer.ggml.scores") {
+		if v.Scores, err = f.Float32s("tokenizer.ggml.scores"); err != nil {
+			return nil, err
+		}
+	}
+	if f.Has("tokenizer.ggml.token_type") {
+		if v.Types, err = f.Int32s("tokenizer.ggml.token_type"); err != nil {
+			return nil, err
+		}
 	}
 	for _, x := range []struct {
 		key string

@@ -239,16 +239,26 @@ func csvFields(v reflect.Value, names, vals *[]string) {
 		if name == "" || name == "-" {
 			continue
 		}
-		cell := fmt.Sprint(fv.Interface())
+		cell := csvCell(fv)
 		if fv.Kind() == reflect.Slice {
 			parts := make([]string, fv.Len())
 			for k := range parts {
-				parts[k] = fmt.Sprint(fv.Index(k).Interface())
+				parts[k] = csvCell(fv.Index(k))
 			}
 			cell = strings.Join(parts, " ")
 		}
 		*names, *vals = append(*names, name), append(*vals, cell)
 	}
+}
+
+// csvCell writes a number as a spreadsheet reads it: 1040384, not Go's
+// 1.040384e+06.
+func csvCell(v reflect.Value) string {
+	switch v.Kind() {
+	case reflect.Float32, reflect.Float64:
+		return strconv.FormatFloat(v.Float(), 'f', -1, v.Type().Bits())
+	}
+	return fmt.Sprint(v.Interface())
 }
 
 // printTable writes llama-bench's table, every model's lines in one, then

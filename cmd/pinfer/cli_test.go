@@ -303,6 +303,9 @@ func TestBenchLists(t *testing.T) {
 		require.NoError(t, err)
 		require.Positive(t, v)
 		require.Len(t, strings.Fields(r[col["samples_ts"]]), 1)
+		if b := r[col["bytes_per_token"]]; b != "" && b != "0" {
+			require.NotContains(t, b, "e+", "numbers as a spreadsheet reads them")
+		}
 	}
 	var want []string
 	for _, mode := range []string{"dense", "oracle"} {
