@@ -150,7 +150,11 @@ func accept(l *Layer, ids, dst []int32) ([]int32, error) {
 // the other layers: its global state starts over.
 func (p *plugin) fail(s *layerState, err error) {
 	s.failed = true
-	p.opt.Log(fmt.Sprintf("plugin %s: layer %d: %v; the layer runs dense from now on", p.path, s.l.Index, err))
+	where := fmt.Sprintf("layer %d", s.l.Index)
+	if slices.ContainsFunc(p.order, func(l hostLayer) bool { return l.Expert > 0 }) {
+		where += fmt.Sprintf(" expert %d", s.l.Expert) // a mixture's experts share the index
+	}
+	p.opt.Log(fmt.Sprintf("plugin %s: %s: %v; the FFN runs dense from now on", p.path, where, err))
 	if _, over := err.(overrun); !over {
 		return
 	}

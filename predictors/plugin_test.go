@@ -231,9 +231,37 @@ func Predict(l host.Layer, in host.Input) []int32 {
 			require.Len(t, lines, 1)
 			require.Contains(t, lines[0], "plugin "+path+": layer 5: ")
 			require.Contains(t, lines[0], c.want)
-			require.Contains(t, lines[0], "the layer runs dense from now on")
+			require.Contains(t, lines[0], "the FFN runs dense from now on")
 		})
 	}
+}
+
+// In a mixture the failure names the expert too: its layer's other experts
+// go on sparse.
+func TestPluginFailureNamesExpert(t *testing.T) {
+	la, in := handLayer(t)
+	lb, _ := handLayer(t)
+	la.Index, lb.Index, lb.Expert = 2, 2, 1
+	src := `package p
+import "pinfer/host"
+func Predict(l host.Layer, in host.Input) []int32 {
+	if l.Expert == 1 {
+		panic("boom")
+	}
+	return []int32{1}
+}
+`
+	var book logBook
+	path := writePlugin(t, "moe.go", src)
+	p, err := LoadPluginWith(path, []*Layer{la, lb}, PluginOptions{Log: book.log})
+	require.NoError(t, err)
+	for range 2 {
+		require.Equal(t, []int32{1}, p.Predict(la, in, nil))
+		require.Nil(t, p.Predict(lb, in, nil))
+	}
+	lines := book.all()
+	require.Len(t, lines, 1)
+	require.Contains(t, lines[0], "plugin "+path+": layer 2 expert 1: panic: boom")
 }
 
 func TestPluginPackageMainAndUnsorted(t *testing.T) {
