@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -20,6 +21,19 @@ func (g *gpuFlags) add(c *cobra.Command) {
 	c.Flags().Float64Var(&g.budget, "vram-budget", 0, "GPU memory for weights, in GiB (0: CPU only; needs a CUDA build)")
 	c.Flags().BoolVar(&g.disableIndex, "disable-gpu-index", false, "put only dense parts (attention, predictors, output) on the GPU; no FFN neurons, no .gpuidx")
 	c.Flags().BoolVar(&g.resetIndex, "reset-gpu-index", false, "make <model>.generated.gpuidx again even if one is cached")
+}
+
+// indexNeedsBudget refuses the GPU index flags without a budget, which
+// places nothing on the GPU: they would be ignored without a word.
+func (g *gpuFlags) indexNeedsBudget() error {
+	switch {
+	case g.budget > 0:
+	case g.resetIndex:
+		return errors.New("--reset-gpu-index: there is no GPU index without --vram-budget")
+	case g.disableIndex:
+		return errors.New("--disable-gpu-index: there is no GPU index without --vram-budget")
+	}
+	return nil
 }
 
 func (g *gpuFlags) bytes() (uint64, error) {
