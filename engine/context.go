@@ -45,14 +45,14 @@ func (m *Model) PastTraining(nctx int) string {
 func (m *Model) checkRoPEScaling() error {
 	arch := m.File.Arch()
 	key := arch + ".rope.scaling.type"
-	if t, err := m.File.String(key); err == nil && t != "" && !strings.EqualFold(t, "none") {
+	switch t, _ := m.File.String(key); {
+	case strings.EqualFold(t, "none"):
+		return nil // whatever factor it names, switched off
+	case t != "":
 		return fmt.Errorf("%s: metadata key %q = %q: RoPE scaling is not supported", m.Path, key, t)
 	}
 	for _, k := range []string{arch + ".rope.scaling.factor", arch + ".rope.scale_linear"} {
 		if v, err := m.File.Float(k); err == nil && v != 0 && v != 1 {
-			if t, _ := m.File.String(key); strings.EqualFold(t, "none") {
-				continue // a factor that "none" switches off
-			}
 			return fmt.Errorf("%s: metadata key %q = %g: RoPE scaling is not supported", m.Path, k, v)
 		}
 	}

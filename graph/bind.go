@@ -41,6 +41,9 @@ type Node struct {
 	W     []*ops.Weight
 	A     ops.Attrs
 	Cols  int
+	// PosFloats: the values its State keeps per position (Op.PosFloats at
+	// the bound widths), 0 for an op that keeps none.
+	PosFloats int
 	// For a sparse op: what its predictor sees, one per FFN inside it, and
 	// where they start in Program.Layers.
 	Layers     []*predictors.Layer
@@ -419,6 +422,9 @@ func (b *binder) bindNode(fn flatNode, in []int, index []int, done []*Node) (*No
 		return nil, fmt.Errorf("%s: op %s: %v", fn.where, op.Name, err)
 	}
 	n.Cols = cols
+	if op.PosFloats != nil {
+		n.PosFloats = op.PosFloats(widths, n.A)
+	}
 	return n, nil
 }
 
@@ -556,25 +562,22 @@ func (b *binder) bindWeights(fn flatNode, op *ops.Op, n *Node) error {
 			names = append(names[:len(names)-1:len(names)-1], strings.TrimSuffix(last, "?"))
 			mayLack = true
 		}
-		var tried []string
+		// Every alternative counts as named, the ones not taken too: a file
+		// may hold either (unnamed).
+		tried := make([]string, len(names))
+		for k, pat := range names {
+			if strings.Contains(pat, "{i}") && fn.block < 0 {
+				return fmt.Errorf("%s: %s %q uses {i} outside the block", fn.where, slot.Name, pat)
+			}
+			tried[k] = strings.ReplaceAll(pat, "{i}", strconv.Itoa(fn.block))
+			src, _ := transposeOf(tried[k])
+			b.named[src] = true
+		}
 		var w *ops.Weight
-		for _, pat := range names {
-			name := pat
-			if strings.Contains(pat, "{i}") {
-				if fn.block < 0 {
-					return fmt.Errorf("%s: %s %q uses {i} outside the block", fn.where, slot.Name, pat)
-				}
-				name = strings.ReplaceAll(pat, "{i}", strconv.Itoa(fn.block))
-			}
-			tried = append(tried, name)
-			for _, alt := range names { // an alternative not taken is no stray
-				alt = strings.ReplaceAll(alt, "{i}", strconv.Itoa(fn.block))
-				alt = strings.TrimSuffix(strings.TrimPrefix(alt, "transpose("), ")")
-				b.named[alt] = true
-			}
+		for _, name := range tried {
 			var err error
-			if inner, ok := strings.CutPrefix(name, "transpose("); ok && strings.HasSuffix(inner, ")") {
-				w, err = b.transposed(strings.TrimSuffix(inner, ")"))
+			if src, ok := transposeOf(name); ok {
+				w, err = b.transposed(src)
 			} else {
 				w, err = b.weight(name, slot)
 			}
@@ -595,6 +598,15 @@ func (b *binder) bindWeights(fn flatNode, op *ops.Op, n *Node) error {
 		n.W = append(n.W, w)
 	}
 	return nil
+}
+
+// transposeOf reads "transpose(NAME)": NAME and true; else name and false.
+func transposeOf(name string) (string, bool) {
+	inner, ok := strings.CutPrefix(name, "transpose(")
+	if !ok || !strings.HasSuffix(inner, ")") {
+		return name, false
+	}
+	return strings.TrimSuffix(inner, ")"), true
 }
 
 // weight returns the named tensor, nil if the file lacks it.

@@ -32,23 +32,9 @@ func (p *Program) NewSession(nctx int, pool *ops.Pool) *Session {
 func (p *Program) KVBytes(nctx int, kv ops.DType) int64 {
 	var per int64
 	for _, n := range p.Nodes {
-		if n.Op.PosFloats == nil {
-			continue
-		}
-		in := make([]int, len(n.In))
-		for k, src := range n.In {
-			in[k] = 1 // a source, as the binder sizes it
-			if src >= 0 {
-				in[k] = p.Nodes[src].Cols
-			}
-		}
-		per += int64(n.Op.PosFloats(in, n.A))
+		per += int64(n.PosFloats)
 	}
-	size := int64(4)
-	if kv == ops.F16 {
-		size = 2
-	}
-	return per * size * int64(nctx)
+	return per * int64(kv.BlockBytes()) * int64(nctx)
 }
 
 // Pos is the number of positions already in the cache.

@@ -90,12 +90,11 @@ func (s *Server) checkModel(name string) *apiError {
 type genParams struct {
 	sample    sample.Params
 	maxTokens int // -1: until the context is full
-	// maxAsked: maxTokens is the client's, which must fit; else it is the
-	// server's -n, a default that, as in llama-server, stops at a full
-	// context rather than refuse a request that sets none.
-	maxAsked bool
-	maxName  string // the field the client set it by, for errors
-	stops    []string
+	// maxName: the field the client set maxTokens by, which must then fit;
+	// "" for the server's -n, a default that, as in llama-server, stops at
+	// a full context rather than refuse a request that sets none.
+	maxName string
+	stops   []string
 }
 
 // sampling validates the fields and fills in llama.cpp's defaults for the
@@ -155,7 +154,7 @@ func (s *Server) sampling(f *samplingFields) (genParams, *apiError) {
 		if *mt < 1 {
 			return g, badRequest(name, "invalid_value", "%s must be at least 1", name)
 		}
-		g.maxTokens, g.maxAsked, g.maxName = *mt, true, name
+		g.maxTokens, g.maxName = *mt, name
 	}
 	if len(f.Stop) > 4 {
 		return g, badRequest("stop", "invalid_value", "stop takes at most 4 strings")
@@ -202,7 +201,7 @@ func (s *Server) fit(g *genParams, nPrompt int, promptParam string) *apiError {
 			"the prompt has %d tokens but the context is %d tokens (at least one must be left to generate)", nPrompt, s.nctx)
 	}
 	if g.maxTokens > s.nctx-nPrompt {
-		if !g.maxAsked {
+		if g.maxName == "" {
 			g.maxTokens = -1
 			return nil
 		}

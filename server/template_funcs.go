@@ -308,8 +308,7 @@ func applyFilter(name string, x any, args []any, kw map[string]any) (any, error)
 		}
 		return strings.Join(parts, sep), nil
 	case "default", "d":
-		_, undef := x.(undefined)
-		if undef || truthy(argAt(args, kw, 1, "boolean")) && !truthy(x) {
+		if isUndefined(x) || truthy(argAt(args, kw, 1, "boolean")) && !truthy(x) {
 			if v := argAt(args, kw, 0, "default_value"); !isUndefined(v) {
 				return v, nil
 			}

@@ -36,9 +36,13 @@ func (g *gpuFlags) indexNeedsBudget() error {
 	return nil
 }
 
+// bytes is the budget, checked, the index flags with it.
 func (g *gpuFlags) bytes() (uint64, error) {
 	if g.budget < 0 || math.IsNaN(g.budget) || math.IsInf(g.budget, 0) {
 		return 0, fmt.Errorf("--vram-budget %g: want a size in GiB, 0 or more", g.budget)
+	}
+	if err := g.indexNeedsBudget(); err != nil {
+		return 0, err
 	}
 	return uint64(min(g.budget*(1<<30), math.MaxInt64)), nil
 }

@@ -17,9 +17,6 @@ import (
 // budget is given; release takes it off.
 func attachGPU(m *engine.Model, mf *modelFlags, g *gpuFlags) (func(), error) {
 	budget, err := g.bytes()
-	if err == nil {
-		err = g.indexNeedsBudget()
-	}
 	if err != nil || g.budget == 0 {
 		return func() {}, err
 	}
@@ -147,9 +144,6 @@ func benchGPU(m *engine.Model, mf *modelFlags, g *gpuFlags) func(mode string) (s
 	return func(mode string) (string, func(), error) {
 		var plan *placement.Plan
 		budget, err := g.bytes()
-		if err == nil {
-			err = g.indexNeedsBudget()
-		}
 		if err != nil {
 			return "", nil, err
 		}

@@ -5,6 +5,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"math"
 
 	"github.com/pinfer/pinfer/engine"
 )
@@ -15,18 +16,16 @@ var errNoCUDA = errors.New("this pinfer was built without CUDA; see README 'Buil
 // to reset or disable, would be ignored, and the run would silently be CPU
 // only.
 func noGPU(g *gpuFlags) error {
-	if _, err := g.bytes(); err != nil {
-		return err
-	}
 	switch {
-	case g.budget > 0:
+	case g.budget > 0 && !math.IsInf(g.budget, 0):
 		return fmt.Errorf("--vram-budget %g: %w", g.budget, errNoCUDA)
 	case g.resetIndex:
 		return fmt.Errorf("--reset-gpu-index: %w", errNoCUDA)
 	case g.disableIndex:
 		return fmt.Errorf("--disable-gpu-index: %w", errNoCUDA)
 	}
-	return nil
+	_, err := g.bytes() // a budget that is no size
+	return err
 }
 
 // attachGPU refuses the GPU flags: this build has no GPU backend.

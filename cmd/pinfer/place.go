@@ -5,7 +5,6 @@ import (
 	"math"
 
 	"github.com/pinfer/pinfer/gguf"
-	"github.com/pinfer/pinfer/models"
 	"github.com/pinfer/pinfer/placement"
 	"github.com/pinfer/pinfer/predictors"
 	"github.com/spf13/cobra"
@@ -29,20 +28,18 @@ func placeCmd() *cobra.Command {
 			if !(sparseCost > 0) || math.IsInf(sparseCost, 0) {
 				return fmt.Errorf("place: --sparse-cost %g: want a positive ratio", sparseCost)
 			}
-			if model == "" { // the built-in model, as run and the other commands
-				var err error
-				if model, err = models.DefaultModelPath(); err != nil {
-					return err
-				}
+			path, err := modelPath(model) // the built-in model, as run and the other commands
+			if err != nil {
+				return err
 			}
 			if out == "" {
-				out = model + ".generated.gpuidx"
+				out = path + ".generated.gpuidx"
 			}
 			st, err := predictors.ReadStats(stats)
 			if err != nil {
 				return err
 			}
-			f, err := gguf.Open(model)
+			f, err := gguf.Open(path)
 			if err != nil {
 				return err
 			}

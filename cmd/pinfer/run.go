@@ -47,16 +47,22 @@ func (f *modelFlags) addModel(c *cobra.Command, files *[]string) {
 	c.Flags().StringVar(&f.kvType, "kv-type", "f32", "element type of the attention KV cache: f32, or f16 as llama.cpp keeps it (half the memory and half the reads of a long context)")
 }
 
+// modelPath is -m's file, or the built-in model's when -m is not given.
+func modelPath(m string) (string, error) {
+	if m != "" {
+		return m, nil
+	}
+	return models.DefaultModelPath()
+}
+
 func (f *modelFlags) load() (*engine.Model, error) {
 	kv, err := engine.ParseKVType(f.kvType)
 	if err != nil {
 		return nil, err
 	}
-	path := f.model
-	if path == "" {
-		if path, err = models.DefaultModelPath(); err != nil {
-			return nil, err
-		}
+	path, err := modelPath(f.model)
+	if err != nil {
+		return nil, err
 	}
 	ops.Repack = !f.noRepack
 	m, err := engine.Load(path, f.graph)
@@ -198,18 +204,20 @@ func runCmd() *cobra.Command {
 			}
 			defer release()
 			opt := engine.Options{Prompt: prompt, N: n, Ctx: nctx, Threads: mf.threads, Sample: sp, TopLogits: topLogits, Predictor: pred, PromptIDs: ids}
-			if err := m.CheckContext(m.Context(nctx), 1); err != nil {
-				return err // before the warning, which would not matter then
+			if !asJSON && ids != nil {
+				prompt = m.Tok.Decode(ids)
 			}
-			if w := m.PastTraining(m.Context(nctx)); w != "" {
-				fmt.Fprintln(os.Stderr, w)
+			// Once Generate's checks pass: an error starts its own line, and
+			// no warning comes before it.
+			opt.OnPrompt = func() {
+				if w := m.PastTraining(m.Context(nctx)); w != "" {
+					fmt.Fprintln(os.Stderr, w)
+				}
+				if !asJSON {
+					fmt.Print(prompt)
+				}
 			}
 			if !asJSON {
-				if ids != nil {
-					prompt = m.Tok.Decode(ids)
-				}
-				// Once the checks pass, so that an error starts its own line.
-				opt.OnPrompt = func() { fmt.Print(prompt) }
 				opt.OnText = func(s string) { fmt.Print(s) }
 			}
 			res, err := m.Generate(opt)

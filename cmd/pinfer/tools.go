@@ -8,7 +8,6 @@ import (
 
 	"github.com/pinfer/pinfer/convert"
 	"github.com/pinfer/pinfer/gguf"
-	"github.com/pinfer/pinfer/models"
 	"github.com/pinfer/pinfer/ops"
 	"github.com/pinfer/pinfer/tokenizer"
 	"github.com/spf13/cobra"
@@ -24,12 +23,9 @@ func tokenizeCmd() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			// The vocabulary alone: llama.cpp's vocab-only files have no weights.
-			path := mf.model
-			if path == "" {
-				var err error
-				if path, err = models.DefaultModelPath(); err != nil {
-					return err
-				}
+			path, err := modelPath(mf.model)
+			if err != nil {
+				return err
 			}
 			f, err := gguf.Open(path)
 			if err != nil {
