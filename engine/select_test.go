@@ -32,6 +32,10 @@ func TestSelectByMetadata(t *testing.T) {
 		{"falcon", nil, "falcon"},
 		{"opt", nil, "opt"},
 		{"llama", map[string]any{"llama.expert_count": uint32(8), "pinfer.ffn_activation": "silu"}, "mixtral"},
+		// llama.cpp reads an expert count of 0 as a dense model.
+		{"llama", map[string]any{"llama.expert_count": uint32(0)}, "llama"},
+		{"llama", map[string]any{"llama.expert_count": uint32(0), "pinfer.ffn_activation": "relu"}, "relu-llama"},
+		{"llama", map[string]any{"llama.expert_count": uint32(0), "powerinfer.sparse_threshold": float32(0)}, "relu-llama"},
 		{"falcon", map[string]any{"pinfer.ffn_activation": "gelu"}, "falcon"},
 		// An activation no built-in graph computes: refused, not run as SiLU or GELU.
 		{"llama", map[string]any{"pinfer.ffn_activation": "gelu_pytorch_tanh"}, ""},

@@ -60,6 +60,9 @@ func TestBuildErrors(t *testing.T) {
 		{"unknown attr", `eps = "eps" },`, `eps = "eps", epsilon = 1 },`, []string{"bad.toml", "block.nodes[0]", `no attribute "epsilon"`}},
 		{"bad enum", `n_rot = "n_rot", theta = "theta" },`, `n_rot = "n_rot", theta = "theta", mode = "spiral" },`, []string{"bad.toml", "block.nodes[4]", `"spiral" is not one of norm, neox`}},
 		{"syntax", `[block]`, `[block`, []string{"bad.toml", "line"}},
+		{"match number", `"llama.expert_count" = ["-", "0"] },`, `"llama.expert_count" = 0 },`, []string{"bad.toml", "match[0].llama.expert_count", "want a string or a non-empty list of strings", "integer"}},
+		{"match list", `"llama.expert_count" = ["-", "0"] },`, `"llama.expert_count" = ["-", 0] },`, []string{"bad.toml", "match[0].llama.expert_count", "want a string or a non-empty list of strings"}},
+		{"match empty", `"llama.expert_count" = ["-", "0"] },`, `"llama.expert_count" = [] },`, []string{"bad.toml", "match[0].llama.expert_count", "non-empty"}},
 		{"unknown key", `name = "llama"`, "colour = 3\nname = \"llama\"", []string{"bad.toml", "colour", "unknown key"}},
 	}
 	for _, c := range cases {

@@ -61,33 +61,49 @@ func matchScore(s *Spec, f *gguf.File) int {
 
 // metaText is key = value for a message, the value as the file has it.
 func metaText(f *gguf.File, key string) string {
-	if !f.Has(key) {
+	v, ok := f.KV(key)
+	if !ok {
 		return key + " absent"
 	}
-	if s, err := f.String(key); err == nil {
+	if s, ok := v.V.(string); ok {
 		return fmt.Sprintf("%s = %q", key, s)
+	}
+	if s, ok := scalarText(v); ok {
+		return key + " = " + s
 	}
 	return key + " present"
 }
 
-func holds(alt map[string]string, f *gguf.File) bool {
-	for k, want := range alt {
-		switch want {
-		case "*": // any value: a key only some files of the arch carry
-			if !f.Has(k) {
-				return false
-			}
-			continue
-		case "-": // absent: what files from elsewhere leave out
-			if f.Has(k) {
-				return false
-			}
-			continue
-		}
-		got, err := f.String(k)
-		if err != nil || got != want {
+// scalarText is a string, number or bool value as a match writes it.
+func scalarText(v gguf.Value) (string, bool) {
+	switch x := v.V.(type) {
+	case string:
+		return x, true
+	case bool, uint8, int8, uint16, int16, uint32, int32, uint64, int64, float32, float64:
+		return fmt.Sprint(x), true
+	}
+	return "", false
+}
+
+func holds(alt map[string][]string, f *gguf.File) bool {
+	for k, wants := range alt {
+		if !slices.ContainsFunc(wants, func(w string) bool { return holdsOne(f, k, w) }) {
 			return false
 		}
 	}
 	return true
+}
+
+func holdsOne(f *gguf.File, key, want string) bool {
+	v, ok := f.KV(key)
+	got, scalar := scalarText(v)
+	switch {
+	case want == "*": // any value: a key only some files of the arch carry
+		return ok
+	case want == "-": // absent: what files from elsewhere leave out
+		return !ok
+	case strings.HasPrefix(want, "!"): // e.g. an expert count that is not 0
+		return ok && !(scalar && got == want[1:])
+	}
+	return ok && scalar && got == want
 }

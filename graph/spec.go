@@ -18,9 +18,10 @@ type Spec struct {
 	Name string
 	Arch string // general.architecture this graph runs
 	// Match lists alternatives: the graph runs a file when, for any one of
-	// them, every key's metadata equals its string ("*": is present,
-	// "-": is absent).
-	Match  []map[string]string
+	// them, every key's metadata is one of its values: a string, or a
+	// number or bool as written ("*": is present, "-": is absent, "!v":
+	// is present and not v).
+	Match  []map[string][]string
 	Params []Param
 	Nodes  []NodeSpec // run once, before the blocks
 	Block  *Block
@@ -130,8 +131,9 @@ func (p *specParser) parse(doc map[string]any) *Spec {
 	return s
 }
 
-// match reads a table of key = "value", or a list of such tables.
-func (p *specParser) match(v any) []map[string]string {
+// match reads a table of key = "value" or key = ["value", ...], or a list
+// of such tables.
+func (p *specParser) match(v any) []map[string][]string {
 	var tables []map[string]any
 	switch v := v.(type) {
 	case nil:
@@ -153,13 +155,26 @@ func (p *specParser) match(v any) []map[string]string {
 		p.fail("match", "want a table or a list of tables, got %s", describe(v))
 		return nil
 	}
-	var out []map[string]string
+	var out []map[string][]string
 	for i, t := range tables {
-		m := map[string]string{}
+		m := map[string][]string{}
 		for _, k := range sortedKeys(t) {
-			vs, ok := t[k].(string)
-			if !ok {
-				p.fail(fmt.Sprintf("match[%d].%s", i, k), "want a string, got %s", describe(t[k]))
+			var vs []string
+			switch v := t[k].(type) {
+			case string:
+				vs = []string{v}
+			case []any:
+				for _, e := range v {
+					if s, ok := e.(string); ok {
+						vs = append(vs, s)
+					}
+				}
+				if len(vs) != len(v) || len(vs) == 0 {
+					vs = nil
+				}
+			}
+			if vs == nil {
+				p.fail(fmt.Sprintf("match[%d].%s", i, k), "want a string or a non-empty list of strings, got %s", describe(t[k]))
 			}
 			m[k] = vs
 		}
