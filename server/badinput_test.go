@@ -36,7 +36,7 @@ func TestBadInputs(t *testing.T) {
 		{"unknown model", "/v1/chat/completions", `{"model":"gpt-4o","messages":[{"role":"user","content":"hi"}]}`, 404, "model", "model_not_found", `"gpt-4o" does not exist`},
 		{"prompt longer than the context", "/v1/completions", `{"prompt":"` + long + `"}`, 400, "prompt", "context_length_exceeded", "the context is 512 tokens"},
 		{"chat longer than the context", "/v1/chat/completions", `{"messages":[{"role":"user","content":"` + long + `"}]}`, 400, "messages", "context_length_exceeded", "the context is 512 tokens"},
-		{"huge max_tokens", "/v1/completions", `{"prompt":"ROMEO:","max_tokens":1000000}`, 400, "max_tokens", "context_length_exceeded", "at most 509 can be generated"},
+		{"huge max_tokens", "/v1/completions", `{"prompt":"ROMEO:","max_tokens":1000000}`, 400, "max_tokens", "context_length_exceeded", "at most 510 can be generated"},
 		{"max_tokens zero", "/v1/completions", `{"prompt":"a","max_tokens":0}`, 400, "max_tokens", "invalid_value", "at least 1"},
 		{"negative max_tokens", "/v1/completions", `{"prompt":"a","max_tokens":-5}`, 400, "max_tokens", "invalid_value", "at least 1"},
 		{"temperature out of range", "/v1/completions", `{"prompt":"a","temperature":3}`, 400, "temperature", "invalid_value", "between 0 and 2"},

@@ -200,14 +200,17 @@ func (s *Server) fit(g *genParams, nPrompt int, promptParam string) *apiError {
 		return badRequest(promptParam, "context_length_exceeded",
 			"the prompt has %d tokens but the context is %d tokens (at least one must be left to generate)", nPrompt, s.nctx)
 	}
-	if g.maxTokens > s.nctx-nPrompt {
+	// The last token is sampled from the last position's logits and never
+	// stored, so a full context gives one token more than it has room for.
+	most := s.nctx - nPrompt + 1
+	if g.maxTokens > most {
 		if g.maxName == "" {
 			g.maxTokens = -1
 			return nil
 		}
 		return badRequest(g.maxName, "context_length_exceeded",
 			"%s is too large: %d, the prompt has %d tokens and the context is %d, so at most %d can be generated",
-			g.maxName, g.maxTokens, nPrompt, s.nctx, s.nctx-nPrompt)
+			g.maxName, g.maxTokens, nPrompt, s.nctx, most)
 	}
 	return nil
 }

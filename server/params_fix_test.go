@@ -53,6 +53,18 @@ func TestDefaultMaxTokensLargerThanContext(t *testing.T) {
 		require.Contains(t, e["message"], name+" is too large")
 	}
 
+	// As many as a full context gives can be asked for, and no more.
+	code, out = post(t, full+"/v1/completions", `{"prompt":"ROMEO:","temperature":0}`)
+	require.Equal(t, 200, code, out)
+	_, most := usageOf(out)
+	code, out = post(t, big+"/v1/completions", fmt.Sprintf(`{"prompt":"ROMEO:","temperature":0,"max_tokens":%d}`, most))
+	require.Equal(t, 200, code, out)
+	_, n = usageOf(out)
+	require.Equal(t, most, n)
+	code, out = post(t, big+"/v1/completions", fmt.Sprintf(`{"prompt":"ROMEO:","max_tokens":%d}`, most+1))
+	require.Equal(t, 400, code, out)
+	require.Contains(t, out["error"].(map[string]any)["message"], fmt.Sprintf("at most %d can be generated", most))
+
 	// A default that fits is used as it is.
 	_, small := start(t, Config{DefaultMaxTokens: 7})
 	code, out = post(t, small+"/v1/completions", `{"prompt":"ROMEO:","temperature":0}`)
