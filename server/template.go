@@ -24,10 +24,16 @@ func ParseTemplate(src string) (*Template, error) {
 }
 
 // Render runs the template with the given variables (strings, numbers,
-// bools, []any and map[string]any). An error from raise_exception carries
-// the template's own message.
+// bools, []any and map[string]any; a map's keys are listed sorted). An error
+// from raise_exception carries the template's own message.
 func (t *Template) Render(vars map[string]any) (out string, err error) {
-	r := &renderer{scopes: []map[string]any{vars, {}}}
+	global := make(map[string]any, len(vars))
+	for k, v := range vars {
+		if global[k], err = fromGo(v, 0); err != nil {
+			return "", fmt.Errorf("chat template: %v", err)
+		}
+	}
+	r := &renderer{scopes: []map[string]any{global, {}}}
 	if err := r.nodes(t.root); err != nil {
 		if _, ok := err.(*raised); ok {
 			return "", err

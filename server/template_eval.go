@@ -8,9 +8,80 @@ import (
 	"strings"
 )
 
-// Values are Go's: string, int, float64, bool, nil (none), []any, map[string]any,
-// plus undefined for names and keys that do not exist, and *namespace.
+// Values are Go's: string, int, float64, bool, nil (none), []any, plus *dict
+// for mappings, undefined for names and keys that do not exist, and namespace.
 type undefined struct{}
+
+// dict is a mapping that lists its keys in the order they were first set,
+// as a Python dict does: {"b": 1, "a": 2} | tojson keeps b before a.
+type dict struct {
+	keys []string
+	m    map[string]any
+}
+
+func newDict(n int) *dict { return &dict{keys: make([]string, 0, n), m: make(map[string]any, n)} }
+
+// set is d[k] = v: a key set again keeps its first place.
+func (d *dict) set(k string, v any) {
+	if _, ok := d.m[k]; !ok {
+		d.keys = append(d.keys, k)
+	}
+	d.m[k] = v
+}
+
+// sortedDict views a Go map as a dict, its keys sorted since Go keeps no
+// order; the dict shares the map.
+func sortedDict[M ~map[string]any](m M) *dict {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return &dict{keys: keys, m: m}
+}
+
+// asDict is a mapping (a dict or a namespace) as a dict.
+func asDict(v any) (*dict, bool) {
+	switch v := v.(type) {
+	case *dict:
+		return v, true
+	case namespace:
+		return sortedDict(v), true
+	}
+	return nil, false
+}
+
+// fromGo copies a value given to Render with its maps made dicts, so that
+// the rest of the engine has one kind of mapping. Their keys are sorted: a
+// request's messages, decoded from JSON, have lost their order already.
+func fromGo(v any, depth int) (any, error) {
+	if depth > maxTemplateDepth {
+		return nil, fmt.Errorf("a value nests more than %d deep", maxTemplateDepth)
+	}
+	switch v := v.(type) {
+	case map[string]any:
+		src := sortedDict(v)
+		d := newDict(len(src.keys))
+		for _, k := range src.keys {
+			x, err := fromGo(v[k], depth+1)
+			if err != nil {
+				return nil, err
+			}
+			d.set(k, x)
+		}
+		return d, nil
+	case []any:
+		out := make([]any, len(v))
+		for i, x := range v {
+			var err error
+			if out[i], err = fromGo(x, depth+1); err != nil {
+				return nil, err
+			}
+		}
+		return out, nil
+	}
+	return v, nil
+}
 
 // namespace is Jinja's mutable object, the one way to carry a value out of a loop.
 type namespace map[string]any
@@ -53,6 +124,7 @@ func weigh(v any) error {
 			return fmt.Errorf("a value nests more than %d deep", maxTemplateDepth)
 		}
 		n += 4 // quotes, separators, small scalars
+		var m map[string]any
 		switch v := v.(type) {
 		case string:
 			n += len(v)
@@ -62,15 +134,16 @@ func weigh(v any) error {
 					return err
 				}
 			}
-		case map[string]any:
-			for k, x := range v {
-				n += len(k)
-				if err := walk(x, depth+1); err != nil {
-					return err
-				}
-			}
+		case *dict:
+			m = v.m
 		case namespace:
-			return walk(map[string]any(v), depth)
+			m = v
+		}
+		for k, x := range m {
+			n += len(k)
+			if err := walk(x, depth+1); err != nil {
+				return err
+			}
 		}
 		if n > maxTemplateBytes {
 			return fmt.Errorf("the template builds a value of more than %d bytes", maxTemplateBytes)
@@ -237,24 +310,18 @@ func iterate(v any) ([]any, error) {
 			out = append(out, string(c))
 		}
 		return out, nil
-	case map[string]any:
-		return anyKeys(v), nil
-	case namespace:
-		return anyKeys(v), nil
+	case *dict, namespace:
+		d, _ := asDict(v)
+		return d.anyKeys(), nil
 	case undefined, nil:
 		return nil, nil
 	}
 	return nil, fmt.Errorf("%s is not iterable", typeName(v))
 }
 
-func anyKeys[M ~map[string]any](m M) []any {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	out := make([]any, len(keys))
-	for i, k := range keys {
+func (d *dict) anyKeys() []any {
+	out := make([]any, len(d.keys))
+	for i, k := range d.keys {
 		out[i] = k
 	}
 	return out
@@ -274,8 +341,8 @@ func truthy(v any) bool {
 		return v != 0
 	case []any:
 		return len(v) > 0
-	case map[string]any:
-		return len(v) > 0
+	case *dict:
+		return len(v.keys) > 0
 	}
 	return true
 }
@@ -323,24 +390,24 @@ func repr(v any) string {
 		}
 		b.WriteByte(']')
 		return b.String()
-	case map[string]any:
-		return reprMap(v)
+	case *dict:
+		return reprDict(v)
 	case namespace:
-		return "<Namespace " + reprMap(v) + ">"
+		return "<Namespace " + reprDict(sortedDict(v)) + ">"
 	case *loopInfo:
 		return "<LoopContext>"
 	}
 	return str(v)
 }
 
-func reprMap[M ~map[string]any](m M) string {
+func reprDict(d *dict) string {
 	var b strings.Builder
 	b.WriteByte('{')
-	for i, k := range anyKeys(m) {
+	for i, k := range d.keys {
 		if i > 0 {
 			b.WriteString(", ")
 		}
-		if b.WriteString(repr(k) + ": " + repr(m[k.(string)])); b.Len() > maxTemplateBytes {
+		if b.WriteString(repr(k) + ": " + repr(d.m[k])); b.Len() > maxTemplateBytes {
 			break // as in repr
 		}
 	}
@@ -362,7 +429,7 @@ func typeName(v any) string {
 		return "a boolean"
 	case []any:
 		return "a list"
-	case map[string]any, namespace:
+	case *dict, namespace:
 		return "a mapping"
 	}
 	return fmt.Sprintf("%T", v)

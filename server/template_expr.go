@@ -100,7 +100,7 @@ func (r *renderer) eval1(e expr) (any, error) {
 	case listExpr:
 		return r.evalAll(e)
 	case dictExpr:
-		m := map[string]any{}
+		m := newDict(len(e.keys))
 		for i := range e.keys {
 			k, err := r.eval(e.keys[i])
 			if err != nil {
@@ -110,7 +110,7 @@ func (r *renderer) eval1(e expr) (any, error) {
 			if err != nil {
 				return nil, err
 			}
-			m[str(k)] = v
+			m.set(str(k), v)
 		}
 		return m, nil
 	}
@@ -174,6 +174,14 @@ func (r *renderer) binary(e binExpr) (any, error) {
 		return contains(rv, l)
 	case "<", ">", "<=", ">=":
 		return order(e.op, l, rv)
+	case "%":
+		// Python's printf-style formatting. Without tuples in the engine
+		// the right side is one value; a mapping also fills %(key)s.
+		if f, ok := l.(string); ok {
+			d, _ := asDict(rv)
+			s, err := pyFormat(f, []any{rv}, d)
+			return s, err
+		}
 	case "+":
 		if ls, ok := l.(string); ok {
 			if rs, ok := rv.(string); ok {
@@ -281,14 +289,15 @@ func equal(a, b any) bool {
 			}
 		}
 		return true
-	case map[string]any:
-		// As Python's dict ==: Mistral's template compares messages.
-		bm, ok := b.(map[string]any)
-		if !ok || len(a) != len(bm) {
+	case *dict:
+		// As Python's dict ==, whatever the order: Mistral's template
+		// compares messages.
+		bd, ok := b.(*dict)
+		if !ok || len(a.keys) != len(bd.keys) {
 			return false
 		}
-		for k, v := range a {
-			if w, ok := bm[k]; !ok || !equal(v, w) {
+		for k, v := range a.m {
+			if w, ok := bd.m[k]; !ok || !equal(v, w) {
 				return false
 			}
 		}
@@ -351,8 +360,8 @@ func contains(container, x any) (bool, error) {
 			}
 		}
 		return false, nil
-	case map[string]any:
-		_, ok := c[str(x)]
+	case *dict:
+		_, ok := c.m[str(x)]
 		return ok, nil
 	case namespace:
 		_, ok := c[str(x)]
@@ -366,8 +375,8 @@ func contains(container, x any) (bool, error) {
 // attribute is x.name: a mapping's key, a loop property, else undefined.
 func attribute(x any, name string) any {
 	switch x := x.(type) {
-	case map[string]any:
-		if v, ok := x[name]; ok {
+	case *dict:
+		if v, ok := x.m[name]; ok {
 			return v
 		}
 	case namespace:

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"unicode"
@@ -127,17 +126,10 @@ func method(x any, name string, args []any) (any, error) {
 			return out, nil
 		}
 	}
-	var m map[string]any
-	switch v := x.(type) {
-	case map[string]any:
-		m = v
-	case namespace:
-		m = v
-	}
-	if m != nil {
+	if d, ok := asDict(x); ok {
 		switch name {
 		case "get":
-			if v, ok := m[strArg(args, 0, "")]; ok {
+			if v, ok := d.m[strArg(args, 0, "")]; ok {
 				return v, nil
 			}
 			if len(args) > 1 {
@@ -146,16 +138,16 @@ func method(x any, name string, args []any) (any, error) {
 			return nil, nil
 		case "items":
 			var out []any
-			for _, k := range anyKeys(m) {
-				out = append(out, []any{k, m[k.(string)]})
+			for _, k := range d.keys {
+				out = append(out, []any{k, d.m[k]})
 			}
 			return out, nil
 		case "keys":
-			return anyKeys(m), nil
+			return d.anyKeys(), nil
 		case "values":
 			var out []any
-			for _, k := range anyKeys(m) {
-				out = append(out, m[k.(string)])
+			for _, k := range d.keys {
+				out = append(out, d.m[k])
 			}
 			return out, nil
 		}
@@ -258,8 +250,8 @@ func applyFilter(name string, x any, args []any, kw map[string]any) (any, error)
 			return len([]rune(v)), nil
 		case []any:
 			return len(v), nil
-		case map[string]any:
-			return len(v), nil
+		case *dict:
+			return len(v.keys), nil
 		case undefined:
 			return 0, nil
 		}
@@ -319,7 +311,7 @@ func applyFilter(name string, x any, args []any, kw map[string]any) (any, error)
 		switch x.(type) {
 		case undefined:
 			return []any{}, nil
-		case map[string]any, namespace:
+		case *dict, namespace:
 			return method(x, "items", nil)
 		}
 		return nil, fmt.Errorf("items: %s is not a mapping", typeName(x))
@@ -382,13 +374,35 @@ func applyFilter(name string, x any, args []any, kw map[string]any) (any, error)
 	case "int":
 		return toInt(x, argAt(args, kw, 0, "default"), argAt(args, kw, 1, "base"))
 	case "format":
-		return pyFormat(str(x), args)
+		// Jinja's format is "value % (kwargs or args)": keywords fill
+		// %(name)s conversions.
+		if len(kw) > 0 {
+			if len(args) > 0 {
+				return nil, fmt.Errorf("format: positional and keyword arguments together")
+			}
+			d := sortedDict(kw)
+			return pyFormat(str(x), []any{d}, d)
+		}
+		return pyFormat(str(x), args, nil)
 	case "tojson":
-		var b strings.Builder
-		if err := toJSON(&b, x); err != nil {
+		// The parameters are transformers' tojson(x, ensure_ascii, indent,
+		// separators, sort_keys); only indent is heeded.
+		w := &jsonWriter{}
+		switch ind := argAt(args, kw, 1, "indent").(type) {
+		case undefined, nil:
+		case int:
+			// Past maxTemplateBytes any line break fails; the clamp keeps
+			// a scalar printable without building a huge indent.
+			w.indent, w.lines = strings.Repeat(" ", min(max(ind, 0), maxTemplateBytes+1)), true
+		case string:
+			w.indent, w.lines = ind, true
+		default:
+			return nil, fmt.Errorf("tojson: indent must be an integer or a string, not %s", typeName(ind))
+		}
+		if err := w.value(x, 0); err != nil {
 			return nil, err
 		}
-		return b.String(), nil
+		return w.b.String(), nil
 	}
 	return nil, fmt.Errorf("unknown filter %q", name)
 }
@@ -463,9 +477,11 @@ func toInt(x, def, base any) (any, error) {
 }
 
 // pyFormat is Python's printf-style "f % args", which Jinja's format
-// filter is: flags, width and precision, and the conversions s r d i f F e
-// E g G x X o %.
-func pyFormat(f string, args []any) (string, error) {
+// filter is: flags, width and precision, the conversions s r d i f F e E g
+// G x X o %, and "%(key)s", which takes m[key]. m is the mapping on the
+// right of %, else nil; args is then that mapping alone, since a mapping
+// is one argument to the conversions without a key.
+func pyFormat(f string, args []any, m *dict) (string, error) {
 	var b strings.Builder
 	n := 0
 	for i := 0; i < len(f); i++ {
@@ -474,13 +490,33 @@ func pyFormat(f string, args []any) (string, error) {
 			continue
 		}
 		j := i + 1
+		key, keyed := "", j < len(f) && f[j] == '('
+		if keyed {
+			// The key runs to the matching ")": "%(a(b))s" reads "a(b)".
+			depth := 0
+			for ; j < len(f); j++ {
+				if f[j] == '(' {
+					depth++
+				} else if f[j] == ')' {
+					if depth--; depth == 0 {
+						break
+					}
+				}
+			}
+			if j == len(f) {
+				return "", fmt.Errorf("format: incomplete format key")
+			}
+			key = f[i+2 : j]
+			j++
+		}
+		specStart := j
 		for j < len(f) && strings.IndexByte("-+ #0123456789.", f[j]) >= 0 {
 			j++
 		}
 		if j == len(f) {
 			return "", fmt.Errorf("format: incomplete format")
 		}
-		spec, verb := f[i+1:j], f[j]
+		spec, verb := f[specStart:j], f[j]
 		i = j
 		if verb == '%' {
 			b.WriteByte('%')
@@ -493,11 +529,28 @@ func pyFormat(f string, args []any) (string, error) {
 				return "", fmt.Errorf("format: width or precision over 9999")
 			}
 		}
-		if n >= len(args) {
-			return "", fmt.Errorf("format: not enough arguments for format string")
+		var a any
+		if keyed {
+			if m == nil && len(args) == 1 {
+				return "", fmt.Errorf("format: %%(%s) needs a mapping, not %s", key, typeName(args[0]))
+			}
+			if m == nil {
+				return "", fmt.Errorf("format: %%(%s) needs a mapping", key)
+			}
+			v, ok := m.m[key]
+			if !ok {
+				return "", fmt.Errorf("format: no key %s in the mapping", repr(key))
+			}
+			// As in Python, a keyed conversion leaves the mapping to no
+			// unkeyed one after it.
+			a, n = v, len(args)
+		} else {
+			if n >= len(args) {
+				return "", fmt.Errorf("format: not enough arguments for format string")
+			}
+			a = args[n]
+			n++
 		}
-		a := args[n]
-		n++
 		switch verb {
 		case 's':
 			fmt.Fprintf(&b, "%"+spec+"s", str(a))
@@ -523,56 +576,60 @@ func pyFormat(f string, args []any) (string, error) {
 			return "", fmt.Errorf("format: a string of more than %d bytes", maxTemplateBytes)
 		}
 	}
-	if n < len(args) {
+	if n < len(args) && m == nil {
 		return "", fmt.Errorf("format: not all arguments converted during string formatting")
 	}
 	return b.String(), nil
 }
 
-// toJSON writes x as Python's json.dumps does by default: ", " and ": "
-// separators, non-ASCII kept.
-func toJSON(b *strings.Builder, x any) error {
+// jsonWriter writes values as Python's json.dumps(ensure_ascii=False)
+// does: without an indent on one line, items separated by ", "; with one
+// (lines), each item on its own line, indented by depth, and followed by
+// ",". Either way a key is followed by ": ".
+type jsonWriter struct {
+	b      strings.Builder
+	indent string
+	lines  bool
+}
+
+func (w *jsonWriter) value(x any, depth int) error {
 	switch v := x.(type) {
 	case []any:
-		b.WriteByte('[')
+		w.b.WriteByte('[')
 		for i, e := range v {
-			if i > 0 {
-				b.WriteString(", ")
-			}
-			if err := toJSON(b, e); err != nil {
+			if err := w.item(i, depth+1); err != nil {
 				return err
 			}
-			if b.Len() > maxTemplateBytes {
-				return fmt.Errorf("tojson: more than %d bytes", maxTemplateBytes)
+			if err := w.value(e, depth+1); err != nil {
+				return err
 			}
 		}
-		b.WriteByte(']')
+		if len(v) > 0 {
+			if err := w.newline(depth); err != nil {
+				return err
+			}
+		}
+		w.b.WriteByte(']')
 		return nil
-	case map[string]any, namespace:
-		m, _ := v.(map[string]any)
-		if ns, ok := v.(namespace); ok {
-			m = ns
-		}
-		keys := make([]string, 0, len(m))
-		for k := range m {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		b.WriteByte('{')
-		for i, k := range keys {
-			if i > 0 {
-				b.WriteString(", ")
-			}
-			toJSON(b, k)
-			b.WriteString(": ")
-			if err := toJSON(b, m[k]); err != nil {
+	case *dict, namespace:
+		d, _ := asDict(v)
+		w.b.WriteByte('{')
+		for i, k := range d.keys {
+			if err := w.item(i, depth+1); err != nil {
 				return err
 			}
-			if b.Len() > maxTemplateBytes {
-				return fmt.Errorf("tojson: more than %d bytes", maxTemplateBytes)
+			w.value(k, depth+1)
+			w.b.WriteString(": ")
+			if err := w.value(d.m[k], depth+1); err != nil {
+				return err
 			}
 		}
-		b.WriteByte('}')
+		if len(d.keys) > 0 {
+			if err := w.newline(depth); err != nil {
+				return err
+			}
+		}
+		w.b.WriteByte('}')
 		return nil
 	case undefined:
 		return fmt.Errorf("tojson of an undefined value")
@@ -583,7 +640,33 @@ func toJSON(b *strings.Builder, x any) error {
 	if err := enc.Encode(x); err != nil {
 		return err
 	}
-	b.WriteString(strings.TrimSuffix(buf.String(), "\n"))
+	w.b.WriteString(strings.TrimSuffix(buf.String(), "\n"))
+	return nil
+}
+
+// item starts item i of a list or mapping whose items are at depth; it
+// also stops the output past maxTemplateBytes.
+func (w *jsonWriter) item(i, depth int) error {
+	if i > 0 && w.lines {
+		w.b.WriteByte(',')
+	} else if i > 0 {
+		w.b.WriteString(", ")
+	}
+	return w.newline(depth)
+}
+
+// newline breaks the line and indents it to depth, when there is an
+// indent; the check comes first, since one indent can be long.
+func (w *jsonWriter) newline(depth int) error {
+	if w.b.Len() > maxTemplateBytes || w.lines && w.b.Len()+1+len(w.indent)*depth > maxTemplateBytes {
+		return fmt.Errorf("tojson: more than %d bytes", maxTemplateBytes)
+	}
+	if w.lines {
+		w.b.WriteByte('\n')
+		for range depth {
+			w.b.WriteString(w.indent)
+		}
+	}
 	return nil
 }
 
@@ -615,13 +698,13 @@ func applyTest(name string, x any, args []any) (bool, error) {
 		return ok && b == (name == "true"), nil
 	case "mapping":
 		switch x.(type) {
-		case map[string]any, namespace:
+		case *dict, namespace:
 			return true, nil
 		}
 		return false, nil
 	case "iterable", "sequence":
 		switch x.(type) {
-		case []any, string, map[string]any:
+		case []any, string, *dict:
 			return true, nil
 		}
 		return false, nil
