@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/pinfer/pinfer/gguf"
@@ -52,15 +53,27 @@ func Convert(hfDir, outPath string, opt Options) error {
 	if err != nil {
 		return err
 	}
+	addEOS, err := applyAddedTokens(hfDir, &vocab, logf)
+	if err != nil {
+		return err
+	}
 	st, err := safetensors.OpenDir(hfDir)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
+	if err := checkOutput(outPath, hfDir, st.Files()); err != nil {
+		return err
+	}
 
 	w := gguf.NewWriter()
 	if err := setMetadata(w, hfDir, hp, vocab, ftype, opt.Type); err != nil {
 		return err
+	}
+	if addEOS != nil {
+		if err := w.Set("tokenizer.ggml.add_eos_token", *addEOS); err != nil {
+			return err
+		}
 	}
 	plan, err := planTensors(st, hp, logf)
 	if err != nil {
@@ -94,6 +107,29 @@ func Convert(hfDir, outPath string, opt Options) error {
 	}
 	if bar != nil {
 		bar.Finish()
+	}
+	return nil
+}
+
+// inputFiles are the files of a checkpoint directory that conversion may
+// read, besides its safetensors shards.
+var inputFiles = []string{"config.json", "tokenizer.model", "tokenizer_config.json", "added_tokens.json",
+	"chat_template.jinja", "model.safetensors.index.json"}
+
+// checkOutput refuses an output path that is one of the files conversion
+// reads: renaming the finished GGUF over it would destroy the checkpoint.
+func checkOutput(outPath, dir string, shards []string) error {
+	out, err := os.Stat(outPath)
+	if err != nil {
+		return nil // absent (or unreadable: writing it reports why)
+	}
+	for _, n := range inputFiles {
+		shards = append(shards, filepath.Join(dir, n))
+	}
+	for _, in := range shards {
+		if st, err := os.Stat(in); err == nil && os.SameFile(out, st) {
+			return fmt.Errorf("%s: is the input file %s; writing the GGUF there would destroy the checkpoint (choose another -o)", outPath, in)
+		}
 	}
 	return nil
 }
@@ -292,7 +328,7 @@ func isInvFreq(name string) bool {
 // the same row-major bytes, so rows are copied in order (bar the permutation).
 func (p tensorPlan) add(w *gguf.Writer, want ops.DType, logf func(string, ...any)) error {
 	typ := want
-	if len(p.dims) == 1 {
+	if len(p.dims) == 1 || keepF32(p.name) {
 		typ = ops.F32 // norms and biases are tiny and precision-sensitive
 	} else if _, err := typ.RowBytes(p.cols); err != nil {
 		logf("%s: row length %d is not a multiple of %d, writing f16 instead of %s", p.name, p.cols, typ.BlockElems(), typ)
@@ -304,6 +340,13 @@ func (p tensorPlan) add(w *gguf.Writer, want ops.DType, logf func(string, ...any
 		}
 		return nil
 	})
+}
+
+// keepF32 names the matrices llama.cpp's converter (and llama-quantize)
+// always keeps in f32, whatever the output type: the MoE router, whose
+// small logits pick the experts, and the learned position table.
+func keepF32(name string) bool {
+	return strings.HasSuffix(name, ".ffn_gate_inp.weight") || name == "position_embd.weight"
 }
 
 // permuteHeads maps output rows to source rows for q and k: HF orders each

@@ -2,10 +2,13 @@ package gguf
 
 import (
 	"bufio"
+	"crypto/rand"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"reflect"
 
@@ -129,12 +132,15 @@ func (w *Writer) alignment() (uint64, error) {
 	return u, nil
 }
 
-// WriteFile writes PATH.tmp and renames it to path once complete, so a failed
-// write never leaves a half file under the real name. progress, when not nil,
-// is called as tensor bytes are written.
+// WriteFile writes a temporary file beside path and renames it to path once
+// complete, so a failed write never leaves a half file under the real name
+// and never touches an existing file but path itself. progress, when not
+// nil, is called as tensor bytes are written.
 func (w *Writer) WriteFile(path string, progress func(done, total int64)) (err error) {
-	tmp := path + ".tmp"
-	fh, err := os.Create(tmp)
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		return fmt.Errorf("%s: is a directory, want a file name", path)
+	}
+	fh, tmp, err := createTemp(path)
 	if err != nil {
 		return err
 	}
@@ -148,12 +154,36 @@ func (w *Writer) WriteFile(path string, progress func(done, total int64)) (err e
 		return fmt.Errorf("%s: %w", path, err)
 	}
 	if err = fh.Sync(); err != nil {
-		return err
+		return fmt.Errorf("%s: %w", path, err)
 	}
 	if err = fh.Close(); err != nil {
-		return err
+		return fmt.Errorf("%s: %w", path, err)
 	}
-	return os.Rename(tmp, path)
+	if err = os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return nil
+}
+
+// createTemp makes a new file beside path, named after it, that no other
+// file had: a user's PATH.tmp is never truncated or removed. The file gets
+// os.Create's permissions (0666 less the umask), unlike os.CreateTemp's 0600.
+func createTemp(path string) (*os.File, string, error) {
+	var suffix [6]byte
+	for range 100 {
+		if _, err := rand.Read(suffix[:]); err != nil {
+			return nil, "", fmt.Errorf("%s: %w", path, err)
+		}
+		tmp := fmt.Sprintf("%s.%s.tmp", path, hex.EncodeToString(suffix[:]))
+		fh, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o666)
+		if err == nil {
+			return fh, tmp, nil
+		}
+		if !errors.Is(err, fs.ErrExist) {
+			return nil, "", fmt.Errorf("%s: cannot create the file: %w", path, err)
+		}
+	}
+	return nil, "", fmt.Errorf("%s: cannot find a free temporary name beside it", path)
 }
 
 func (w *Writer) write(out io.Writer, progress func(done, total int64)) error {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 )
 
 // Dir is a model's weights as Hugging Face stores them in a directory: one
@@ -20,21 +21,15 @@ type Dir struct {
 
 // OpenDir opens dir/model.safetensors.index.json when present (checking that
 // every shard it names exists and holds the tensors mapped to it), otherwise
-// dir/model.safetensors.
+// dir/model.safetensors, otherwise every model*.safetensors in dir (shards
+// whose index was not downloaded), as llama.cpp's converter reads them.
+// Tensors a shard holds that the index leaves out are kept too, as
+// llama.cpp's converter keeps them: none is silently dropped.
 func OpenDir(dir string) (*Dir, error) {
 	index := filepath.Join(dir, "model.safetensors.index.json")
 	raw, err := os.ReadFile(index)
 	if errors.Is(err, os.ErrNotExist) {
-		single := filepath.Join(dir, "model.safetensors")
-		f, err := Open(single)
-		if err != nil {
-			return nil, err
-		}
-		d := &Dir{Path: single, files: []*File{f}, owner: map[string]*File{}, names: f.Names()}
-		for _, n := range d.names {
-			d.owner[n] = f
-		}
-		return d, nil
+		return openShards(dir)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%s: %v", index, err)
@@ -50,7 +45,15 @@ func OpenDir(dir string) (*Dir, error) {
 	}
 	d := &Dir{Path: index, owner: map[string]*File{}}
 	shards := map[string]*File{}
-	for name, shard := range idx.WeightMap {
+	// Sorted, so that the first error and the shard order do not depend on
+	// map iteration.
+	names := make([]string, 0, len(idx.WeightMap))
+	for name := range idx.WeightMap {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		shard := idx.WeightMap[name]
 		// A shard name is a file beside the index; refuse paths that leave it.
 		if !filepath.IsLocal(shard) || filepath.Base(shard) != shard {
 			d.Close()
@@ -71,10 +74,81 @@ func OpenDir(dir string) (*Dir, error) {
 			return nil, fmt.Errorf("%s: weight_map[%q]: tensor not found in shard %s", index, name, f.Path)
 		}
 		d.owner[name] = f
-		d.names = append(d.names, name)
+	}
+	for _, f := range d.files {
+		for _, n := range f.Names() {
+			if _, listed := idx.WeightMap[n]; listed {
+				continue
+			}
+			if other, ok := d.owner[n]; ok && other != f {
+				d.Close()
+				return nil, fmt.Errorf("%s: tensor %q, which the index does not list, is in both %s and %s", index, n, other.Path, f.Path)
+			}
+			d.owner[n] = f
+		}
+	}
+	d.sortNames()
+	return d, nil
+}
+
+// openShards opens dir/model.safetensors, or when it is absent every
+// model*.safetensors file of dir, each tensor in exactly one of them.
+func openShards(dir string) (*Dir, error) {
+	single := filepath.Join(dir, "model.safetensors")
+	paths := []string{single}
+	if _, err := os.Stat(single); errors.Is(err, os.ErrNotExist) {
+		entries, _ := os.ReadDir(dir)
+		var found []string
+		for _, e := range entries {
+			n := e.Name()
+			if strings.HasPrefix(n, "model") && strings.HasSuffix(n, ".safetensors") && !e.IsDir() {
+				found = append(found, filepath.Join(dir, n))
+			}
+		}
+		if len(found) > 0 {
+			sort.Strings(found)
+			paths = found
+		}
+	}
+	d := &Dir{Path: paths[0], owner: map[string]*File{}}
+	if len(paths) > 1 {
+		d.Path = filepath.Join(dir, "model*.safetensors")
+	}
+	for _, p := range paths {
+		f, err := Open(p)
+		if err != nil {
+			d.Close()
+			return nil, err
+		}
+		d.files = append(d.files, f)
+		for _, n := range f.Names() {
+			if other, ok := d.owner[n]; ok {
+				d.Close()
+				return nil, fmt.Errorf("%s: tensor %q is also in %s", f.Path, n, other.Path)
+			}
+			d.owner[n] = f
+		}
+	}
+	d.sortNames()
+	return d, nil
+}
+
+func (d *Dir) sortNames() {
+	d.names = d.names[:0]
+	for n := range d.owner {
+		d.names = append(d.names, n)
 	}
 	sort.Strings(d.names)
-	return d, nil
+}
+
+// Files lists the paths of the safetensors files the directory's tensors
+// come from (the index not included).
+func (d *Dir) Files() []string {
+	var out []string
+	for _, f := range d.files {
+		out = append(out, f.Path)
+	}
+	return out
 }
 
 // Tensor returns the named tensor, or an error naming the file and tensor.
