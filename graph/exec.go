@@ -16,6 +16,7 @@ type Session struct {
 	p       *Program
 	nctx    int
 	pos     int
+	toks    []int // the tokens at positions 0..pos-1, for Reuse
 	state   []any
 	kv      ops.DType
 	started bool    // a Forward ran: the caches exist
@@ -58,7 +59,28 @@ func (s *Session) SetKVType(t ops.DType) error {
 }
 
 // Reset empties the sequence; the caches are kept and overwritten.
-func (s *Session) Reset() { s.pos = 0 }
+func (s *Session) Reset() { s.pos, s.toks = 0, s.toks[:0] }
+
+// Common is how many of prompt's first tokens the cache already holds,
+// leaving at least the last one to run: its logits are not kept.
+func (s *Session) Common(prompt []int) int {
+	n := 0
+	for n < len(s.toks) && n < len(prompt)-1 && s.toks[n] == prompt[n] {
+		n++
+	}
+	return n
+}
+
+// Reuse keeps the cached positions that prompt begins with and drops the
+// rest, as llama.cpp's server reuses a slot's cache for a prompt that
+// repeats the last one's start (a chat's earlier turns). Every op's state
+// is per position, so the kept ones are exactly what a Forward of that
+// prefix would make. It returns how many prompt tokens need not run.
+func (s *Session) Reuse(prompt []int) int {
+	n := s.Common(prompt)
+	s.pos, s.toks = n, s.toks[:n]
+	return n
+}
 
 // Forward runs tokens at the next positions and returns the logits: of every
 // token when all is set, else of the last one only. The result is valid until
@@ -254,6 +276,7 @@ func (r *Runner) Forward(seqs []*Session, tokens [][]int, all bool) (*ops.Tensor
 	}
 	for k, s := range seqs {
 		s.pos += len(tokens[k])
+		s.toks = append(s.toks, tokens[k]...)
 		s.started = true
 	}
 	out := &f.out[r.p.Output]
