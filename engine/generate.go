@@ -34,7 +34,10 @@ type Logit struct {
 
 // Timings are measured as llama.cpp reports them.
 type Timings struct {
-	LoadMs          float64 `json:"load_ms,omitempty"`
+	LoadMs float64 `json:"load_ms,omitempty"`
+	// CacheN is the prompt's tokens whose positions a session kept from
+	// its last one (llama-server's cache_n); PromptN counts the rest.
+	CacheN          int     `json:"cache_n"`
 	PromptN         int     `json:"prompt_n"`
 	PromptMs        float64 `json:"prompt_ms"`
 	PromptPerToken  float64 `json:"prompt_per_token_ms"`

@@ -27,6 +27,9 @@ type samplingFields struct {
 	PresencePenalty  *float64       `json:"presence_penalty"`
 	Seed             *int64         `json:"seed"`
 	Stop             stopField      `json:"stop"`
+	// CachePrompt is llama-server's: reuse the slot's cache for what the
+	// prompt shares with the slot's last one (default true).
+	CachePrompt *bool `json:"cache_prompt"`
 
 	// Asks for more in the response than text, which this server does not
 	// give: refused unless off, so that a client never takes a plain
@@ -182,6 +185,16 @@ type usage struct {
 	PromptTokens     int `json:"prompt_tokens"`
 	CompletionTokens int `json:"completion_tokens"`
 	TotalTokens      int `json:"total_tokens"`
+	// As OpenAI reports the prompt's tokens served from its cache.
+	PromptDetails struct {
+		CachedTokens int `json:"cached_tokens"`
+	} `json:"prompt_tokens_details"`
+}
+
+func newUsage(prompt, completion int, t timings) *usage {
+	u := &usage{PromptTokens: prompt, CompletionTokens: completion, TotalTokens: prompt + completion}
+	u.PromptDetails.CachedTokens = t.CacheN
+	return u
 }
 
 // timings are llama.cpp's server timings of one request: run's, without

@@ -161,7 +161,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, f *samplingFie
 		choice.Text = &out
 	}
 	head.Choices = []chatChoice{choice}
-	head.Usage = &usage{PromptTokens: len(j.prompt), CompletionTokens: n, TotalTokens: len(j.prompt) + n}
+	head.Usage = newUsage(len(j.prompt), n, t)
 	head.Timings = &t
 	writeJSON(w, http.StatusOK, head)
 }

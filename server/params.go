@@ -95,12 +95,13 @@ type genParams struct {
 	// a full context rather than refuse a request that sets none.
 	maxName string
 	stops   []string
+	cache   bool // reuse the slot's cached prefix
 }
 
 // sampling validates the fields and fills in llama.cpp's defaults for the
 // absent ones.
 func (s *Server) sampling(f *samplingFields) (genParams, *apiError) {
-	g := genParams{sample: sample.Defaults(), maxTokens: s.cfg.DefaultMaxTokens}
+	g := genParams{sample: sample.Defaults(), maxTokens: s.cfg.DefaultMaxTokens, cache: f.CachePrompt == nil || *f.CachePrompt}
 	p := &g.sample
 	if f.N != nil && *f.N != 1 {
 		return g, badRequest("n", "invalid_value", "n must be 1: one choice per request is supported")

@@ -21,6 +21,7 @@ type slot struct {
 	stop    stopper
 	next    int // the sampled token to feed at the next step
 	n       int // tokens generated
+	used    int // when its last request came: the least recent is reused first
 	t       timings
 	started time.Time // of generation, after the prompt
 }
@@ -76,9 +77,10 @@ func (s *Server) busySlots() []*slot {
 
 // admit moves queued requests into free slots.
 func (s *Server) admit() {
-	for _, sl := range s.slots {
-		if sl.job != nil {
-			continue
+	for {
+		sl := s.freeSlot(nil)
+		if sl == nil {
+			return
 		}
 		j := s.queue.pop()
 		if j == nil {
@@ -88,29 +90,61 @@ func (s *Server) admit() {
 			j.end(finishCancelled, j.ctx.Err(), 0, timings{})
 			continue
 		}
-		s.prefill(sl, j)
+		s.prefill(s.freeSlot(j), j)
 	}
+}
+
+// freeSlot picks the free slot whose cache holds the most of j's prompt,
+// if that is more than half of it, else the one least recently used, so
+// that each conversation's cache lasts as long as it can: a few shared
+// template tokens do not take another conversation's slot. llama-server
+// picks by the same rules (--slot-prompt-similarity 0.5).
+func (s *Server) freeSlot(j *job) *slot {
+	var best *slot
+	bestN := -1
+	for _, sl := range s.slots {
+		if sl.job != nil {
+			continue
+		}
+		n := 0
+		if j != nil && j.params.cache {
+			if n = sl.sess.Common(j.prompt); 2*n <= len(j.prompt) {
+				n = 0
+			}
+		}
+		if n > bestN || n == bestN && sl.used < best.used {
+			best, bestN = sl, n
+		}
+	}
+	return best
 }
 
 func (s *Server) prefill(sl *slot, j *job) {
 	sl.job, sl.n = j, 0
+	s.requests++
+	sl.used = s.requests
 	s.metrics.slotsBusy.Add(1)
-	sl.sess.Reset()
+	cached := 0
+	if j.params.cache {
+		cached = sl.sess.Reuse(j.prompt)
+	} else {
+		sl.sess.Reset()
+	}
 	sl.smp = sample.New(j.params.sample)
 	for _, id := range j.prompt {
 		sl.smp.Accept(id)
 	}
 	sl.stream = s.model.Tok.NewStream(j.firstPiece)
 	sl.stop = stopper{stops: j.params.stops}
-	sl.t = timings{PromptN: len(j.prompt)}
+	sl.t = timings{PromptN: len(j.prompt) - cached, CacheN: cached}
 	start := time.Now()
-	logits, err := s.runner.Forward([]*graph.Session{sl.sess}, [][]int{j.prompt}, false)
+	logits, err := s.runner.Forward([]*graph.Session{sl.sess}, [][]int{j.prompt[cached:]}, false)
 	if err != nil {
 		s.release(sl, finishError, err)
 		return
 	}
 	sl.t.PromptMs = msSince(start)
-	s.metrics.promptTokens.Add(int64(len(j.prompt)))
+	s.metrics.promptTokens.Add(int64(len(j.prompt) - cached))
 	id := sl.smp.Sample(logits.Data)
 	sl.started = time.Now() // eval times the passes after the prompt's, as run does
 	s.accept(sl, id)

@@ -49,6 +49,9 @@ type Server struct {
 	runner *graph.Runner
 	slots  []*slot
 	queue  *queue
+	// requests counts the requests admitted: the scheduler's clock for
+	// which slot was used last.
+	requests int
 
 	draining  atomic.Bool // refuse new generations
 	cancelAll atomic.Bool // end the ones in flight

@@ -45,7 +45,11 @@ func TestCompletionGreedyMatchesReferenceAndRun(t *testing.T) {
 		require.Equal(t, float64(n), u["completion_tokens"])
 		require.Equal(t, float64(len(p.IDs)+n), u["total_tokens"])
 		tm := out["timings"].(map[string]any)
-		require.Equal(t, float64(len(p.IDs)), tm["prompt_n"])
+		// What the prompt shares with the slot's last text (BOS at least,
+		// after the first) is not run again.
+		cached := u["prompt_tokens_details"].(map[string]any)["cached_tokens"]
+		require.Equal(t, tm["cache_n"], cached)
+		require.Equal(t, float64(len(p.IDs)), tm["prompt_n"].(float64)+tm["cache_n"].(float64))
 		require.Equal(t, float64(n), tm["predicted_n"])
 		// The first token comes from the prompt's pass; the speed is the
 		// other n-1 passes'.
@@ -86,7 +90,10 @@ func TestStreamEqualsWhole(t *testing.T) {
 		require.NotNil(t, last["timings"])
 		u := events[len(events)-1]
 		require.Empty(t, u["choices"])
-		require.Equal(t, whole["usage"], u["usage"])
+		// The same prompt again: all of it but the last token is cached.
+		want := whole["usage"].(map[string]any)
+		want["prompt_tokens_details"] = map[string]any{"cached_tokens": want["prompt_tokens"].(float64) - 1}
+		require.Equal(t, want, u["usage"])
 		if ep == "/v1/chat/completions" {
 			require.Equal(t, "chat.completion.chunk", events[0]["object"])
 			require.Equal(t, "assistant", events[0]["choices"].([]any)[0].(map[string]any)["delta"].(map[string]any)["role"])

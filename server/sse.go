@@ -73,7 +73,7 @@ func (s *Server) stream(w http.ResponseWriter, j *job, head completion, chat boo
 	if withUsage {
 		u := head
 		u.Choices = []chatChoice{}
-		u.Usage = &usage{PromptTokens: len(j.prompt), CompletionTokens: n, TotalTokens: len(j.prompt) + n}
+		u.Usage = newUsage(len(j.prompt), n, t)
 		if !send(u) {
 			return
 		}
