@@ -24,6 +24,10 @@ type Options struct {
 	OnPrompt  func()               // called once the prompt and context pass their checks, before the prompt's pass
 	Predictor predictors.Predictor // chooses sparse FFN neurons; nil: every neuron
 	Pool      *ops.Pool            // optional; else one is made for Threads
+	// Session, if set, is kept across calls (a conversation's turns): the
+	// prompt runs from where it stops sharing the session's cached tokens,
+	// and Ctx, Threads and Pool give way to the session's own.
+	Session *graph.Session
 }
 
 // Logit is one entry of a top-logits list.
@@ -77,11 +81,6 @@ type SparseStats struct {
 // Generate runs the prompt and then samples up to opt.N tokens.
 func (m *Model) Generate(opt Options) (*Result, error) {
 	nctx := m.Context(opt.Ctx)
-	pool := opt.Pool
-	if pool == nil {
-		pool = ops.NewPool(opt.Threads)
-		defer pool.Close()
-	}
 	res := &Result{PromptTokens: m.Encode(opt.Prompt), Tokens: []int{}, Seed: opt.Sample.Seed}
 	if opt.PromptIDs != nil {
 		res.PromptTokens = append([]int(nil), opt.PromptIDs...)
@@ -95,6 +94,9 @@ func (m *Model) Generate(opt Options) (*Result, error) {
 	if len(res.PromptTokens) == 0 {
 		res.PromptTokens = []int{m.Tok.BOS()}
 	}
+	if opt.Session != nil {
+		nctx = opt.Session.NCtx()
+	}
 	if err := m.CheckContext(nctx, 1); err != nil {
 		return nil, err
 	}
@@ -104,7 +106,17 @@ func (m *Model) Generate(opt Options) (*Result, error) {
 	if opt.OnPrompt != nil {
 		opt.OnPrompt()
 	}
-	sess := m.NewSession(nctx, pool)
+	sess, cached := opt.Session, 0
+	if sess == nil {
+		pool := opt.Pool
+		if pool == nil {
+			pool = ops.NewPool(opt.Threads)
+			defer pool.Close()
+		}
+		sess = m.NewSession(nctx, pool)
+	} else {
+		cached = sess.Reuse(res.PromptTokens)
+	}
 	sess.SetPredictor(opt.Predictor)
 	smp := sample.New(opt.Sample)
 	for _, id := range res.PromptTokens {
@@ -112,11 +124,11 @@ func (m *Model) Generate(opt Options) (*Result, error) {
 	}
 
 	start := time.Now()
-	logits, err := sess.Forward(res.PromptTokens, false)
+	logits, err := sess.Forward(res.PromptTokens[cached:], false)
 	if err != nil {
 		return nil, err
 	}
-	res.Timings.PromptN = len(res.PromptTokens)
+	res.Timings.PromptN, res.Timings.CacheN = len(res.PromptTokens)-cached, cached
 	res.Timings.PromptMs = ms(time.Since(start))
 	res.LastLogits = append([]float32(nil), logits.Data...)
 	if opt.TopLogits > 0 {

@@ -10,8 +10,11 @@ import (
 
 // DefaultChatTemplate is used when the model file has no
 // tokenizer.chat_template: one "role: content" line per message, then
-// "assistant:" for the reply.
-const DefaultChatTemplate = "{% for message in messages %}{{ message['role'] + ': ' + message['content'] + '\\n' }}{% endfor %}" +
+// "assistant:" for the reply. A reply begins with the space its first
+// token carries, so it gets no second one: a conversation sent back renders
+// the text the model saw and wrote, and its cache is reused whole.
+const DefaultChatTemplate = "{% for message in messages %}{{ message['role'] + ':' }}" +
+	"{% if not message['content'].startswith(' ') %}{{ ' ' }}{% endif %}{{ message['content'] + '\\n' }}{% endfor %}" +
 	"{% if add_generation_prompt %}{{ 'assistant:' }}{% endif %}"
 
 // ChatMessage is one message of a chat request, its content already flat text.
@@ -69,13 +72,13 @@ func (c *Chat) Prompt(msgs []ChatMessage) (string, error) {
 	})
 }
 
-// encodeChat tokenizes a rendered chat prompt as llama.cpp's server does:
+// EncodeChat tokenizes a rendered chat prompt as llama.cpp's server does:
 // the text of control tokens (<s>, <|user|>, ...) becomes those tokens, the
 // text between them is encoded normally (each piece with the dummy-prefix
 // space), and BOS leads unless the template already put it there. A prompt
 // without control-token text is encoded exactly as engine.Model.Encode does.
 // (The one pass over the vocabulary per request is cheap next to a forward pass.)
-func encodeChat(tok *tokenizer.Tokenizer, text string) []int {
+func EncodeChat(tok *tokenizer.Tokenizer, text string) []int {
 	v := tok.Vocab()
 	var specials []string
 	ids := map[string]int{}

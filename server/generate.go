@@ -41,7 +41,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
-	ids := encodeChat(s.model.Tok, prompt)
+	ids := EncodeChat(s.model.Tok, prompt)
 	if e := s.fit(&g, len(ids), "messages"); e != nil {
 		writeError(w, e)
 		return

@@ -14,7 +14,7 @@ func TestChatTemplateOverride(t *testing.T) {
 	_, url := start(t, Config{ChatTemplate: tpl})
 	code, out := post(t, url+"/v1/chat/completions", `{"messages":[{"role":"system","content":"Speak."},{"role":"user","content":"Who art thou?"}],"max_tokens":2,"temperature":0}`)
 	require.Equal(t, 200, code, out)
-	want := encodeChat(builtin(t).Tok, "[SYSTEM] Speak.\n[USER] Who art thou?\n[ASSISTANT]")
+	want := EncodeChat(builtin(t).Tok, "[SYSTEM] Speak.\n[USER] Who art thou?\n[ASSISTANT]")
 	require.Equal(t, float64(len(want)), out["usage"].(map[string]any)["prompt_tokens"])
 
 	_, err := New(builtin(t), Config{ChatTemplate: "{% for m in messages %}"})

@@ -112,6 +112,9 @@ func TestTemplateExpressions(t *testing.T) {
 func TestTemplateDefault(t *testing.T) {
 	got := render(t, DefaultChatTemplate, conv("system", "Be kind.", "user", "Who art thou?"))
 	require.Equal(t, "system: Be kind.\nuser: Who art thou?\nassistant:", got)
+	// A reply keeps the space it was generated with, and gets no other.
+	got = render(t, DefaultChatTemplate, conv("user", "Who art thou?", "assistant", " A friend.", "user", "Speak."))
+	require.Equal(t, "user: Who art thou?\nassistant: A friend.\nuser: Speak.\nassistant:", got)
 }
 
 func TestTemplateErrors(t *testing.T) {
@@ -160,10 +163,10 @@ func TestEncodeChatSpecials(t *testing.T) {
 	require.Equal(t, "<|end|>", v.Tokens[32007])
 	require.Equal(t, "<|assistant|>", v.Tokens[32001])
 	want := []int{1, 32010, 15043, 3186, 32007, 32001}
-	require.Equal(t, want, encodeChat(tok, "<s><|user|>Hello world<|end|><|assistant|>"))
-	require.Equal(t, want, encodeChat(tok, "<|user|>Hello world<|end|><|assistant|>"))
+	require.Equal(t, want, EncodeChat(tok, "<s><|user|>Hello world<|end|><|assistant|>"))
+	require.Equal(t, want, EncodeChat(tok, "<|user|>Hello world<|end|><|assistant|>"))
 	// Without control tokens: exactly what a plain prompt gives.
-	require.Equal(t, []int{1, 15043, 3186}, encodeChat(tok, "Hello world"))
+	require.Equal(t, []int{1, 15043, 3186}, EncodeChat(tok, "Hello world"))
 }
 
 // A template comes from the model file: one that asks for too much fails

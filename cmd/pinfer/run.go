@@ -138,6 +138,8 @@ func runCmd() *cobra.Command {
 	var prompt, file, promptIDs string
 	var n, nctx, topLogits int
 	var asJSON bool
+	var cnv bool
+	var system, templateFile string
 	var seed int64
 	sp := sample.Defaults()
 	c := &cobra.Command{
@@ -186,6 +188,18 @@ func runCmd() *cobra.Command {
 				return errors.New("-p, -f and --prompt-ids each give the whole prompt: use one of them")
 			}
 			switch {
+			case cnv && asJSON:
+				return errors.New("--conversation prints the replies as they come: it has no --json")
+			case cnv && ids != nil:
+				return errors.New("--conversation renders each turn with the chat template: give the first turn with -p, not --prompt-ids")
+			case !cnv && (system != "" || templateFile != ""):
+				return errors.New("--system-prompt and --chat-template-file are for --conversation (-cnv)")
+			}
+			template, err := readTemplate(templateFile)
+			if err != nil {
+				return err
+			}
+			switch {
 			case seed == -1:
 				sp.Seed = uint64(rand.Int64()) // 63 bits, so that --seed takes it back
 			case seed < 0:
@@ -204,6 +218,9 @@ func runCmd() *cobra.Command {
 			}
 			defer release()
 			opt := engine.Options{Prompt: prompt, N: n, Ctx: nctx, Threads: mf.threads, Sample: sp, TopLogits: topLogits, Predictor: pred, PromptIDs: ids}
+			if cnv {
+				return runConversation(m, opt, template, system, prompt, os.Stdin, os.Stdout)
+			}
 			if !asJSON && ids != nil {
 				prompt = m.Tok.Decode(ids)
 			}
@@ -229,11 +246,8 @@ func runCmd() *cobra.Command {
 				enc.SetIndent("", "  ")
 				return enc.Encode(res)
 			}
-			t := res.Timings
-			fmt.Fprintf(os.Stderr, "\n\nseed        = %d\n", res.Seed)
-			fmt.Fprintf(os.Stderr, "load time   = %10.2f ms\n", t.LoadMs)
-			fmt.Fprintf(os.Stderr, "prompt eval = %10.2f ms / %4d tokens (%8.2f ms per token, %8.2f tokens per second)\n", t.PromptMs, t.PromptN, t.PromptPerToken, t.PromptPerSecond)
-			fmt.Fprintf(os.Stderr, "eval        = %10.2f ms / %4d runs   (%8.2f ms per token, %8.2f tokens per second)\n", t.EvalMs, t.EvalRuns, t.EvalPerToken, t.EvalPerSecond)
+			fmt.Fprint(os.Stderr, "\n")
+			printTimings(res.Timings, res.Seed)
 			return nil
 		},
 	}
@@ -254,5 +268,28 @@ func runCmd() *cobra.Command {
 	fl.IntVar(&sp.RepeatLastN, "repeat-last-n", sp.RepeatLastN, "how many recent tokens the repeat penalty sees (0: none, -1: all)")
 	fl.BoolVar(&asJSON, "json", false, "print one JSON object instead of text")
 	fl.IntVar(&topLogits, "top-logits", 0, "with --json: the K largest logits at the last prompt position")
+	fl.BoolVar(&cnv, "conversation", false, "chat (-cnv, as llama-cli): read turns from standard input, a line each (end a line with \\ to go on), and reply with the model's chat template; -p is the first turn, -n caps each reply, Ctrl-D ends")
+	fl.StringVar(&system, "system-prompt", "", "with --conversation: the system message (-sys)")
+	fl.StringVar(&templateFile, "chat-template-file", "", "with --conversation: a Jinja chat template to use instead of the model's tokenizer.chat_template")
 	return c
+}
+
+// readTemplate reads --chat-template-file; "" gives "".
+func readTemplate(file string) (string, error) {
+	if file == "" {
+		return "", nil
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return "", fmt.Errorf("--chat-template-file: %v", err)
+	}
+	return string(b), nil
+}
+
+// printTimings prints a generation's seed and timings as llama.cpp does.
+func printTimings(t engine.Timings, seed uint64) {
+	fmt.Fprintf(os.Stderr, "\nseed        = %d\n", seed)
+	fmt.Fprintf(os.Stderr, "load time   = %10.2f ms\n", t.LoadMs)
+	fmt.Fprintf(os.Stderr, "prompt eval = %10.2f ms / %4d tokens (%8.2f ms per token, %8.2f tokens per second)\n", t.PromptMs, t.PromptN, t.PromptPerToken, t.PromptPerSecond)
+	fmt.Fprintf(os.Stderr, "eval        = %10.2f ms / %4d runs   (%8.2f ms per token, %8.2f tokens per second)\n", t.EvalMs, t.EvalRuns, t.EvalPerToken, t.EvalPerSecond)
 }

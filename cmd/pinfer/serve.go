@@ -56,12 +56,8 @@ func serveCmd() *cobra.Command {
 			cfg.Threads = mf.threads
 			// The same predictor as run's, on the runner all slots share.
 			cfg.Prepare = func(r *graph.Runner) error { r.Predictor = pred; return nil }
-			if templateFile != "" {
-				b, err := os.ReadFile(templateFile)
-				if err != nil {
-					return fmt.Errorf("--chat-template-file: %v", err)
-				}
-				cfg.ChatTemplate = string(b)
+			if cfg.ChatTemplate, err = readTemplate(templateFile); err != nil {
+				return err
 			}
 			srv, err := server.New(m, cfg)
 			if err != nil {
@@ -128,7 +124,7 @@ func serveCmd() *cobra.Command {
 // pflag cannot declare them, so they are rewritten to pinfer's names.
 var llamaFlags = map[string]map[string]string{
 	"serve": {"-np": "--parallel", "-ctk": "--kv-type"},
-	"run":   {"-ctk": "--kv-type"},
+	"run":   {"-ctk": "--kv-type", "-cnv": "--conversation", "-sys": "--system-prompt"},
 	"bench": {"-ctk": "--kv-type"},
 }
 
