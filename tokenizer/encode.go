@@ -78,6 +78,12 @@ func (t *Tokenizer) Encode(text string, addBOS bool) []int {
 	if addBOS && t.v.BOS >= 0 {
 		out = append(out, t.v.BOS)
 	}
+	return t.encodeInto(out, text)
+}
+
+// encodeInto appends the ids of text, escaped and given the dummy prefix
+// when the vocabulary asks for one, to out. Empty text adds nothing.
+func (t *Tokenizer) encodeInto(out []int, text string) []int {
 	if text == "" {
 		return out
 	}

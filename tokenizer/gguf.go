@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 
 	"github.com/pinfer/pinfer/gguf"
 )
@@ -82,6 +83,7 @@ func FromGGUF(f *gguf.File) (*Tokenizer, error) {
 	if v.EndOfTurn, err = endOfTurn(f, v); err != nil {
 		return nil, err
 	}
+	v.RStrip = rstrip(f, v)
 	t, err := New(v)
 	if err != nil {
 		return nil, fmt.Errorf("%s: tokenizer.ggml.*: %w", f.Path, err)
@@ -121,4 +123,27 @@ func endOfTurn(f *gguf.File, v Vocab) ([]int, error) {
 		}
 	}
 	return ids, nil
+}
+
+// rstrip lists the special tokens after which llama.cpp drops whitespace
+// when it parses special tokens in a text. No metadata says so: llama.cpp
+// marks them by the model's name, for Phi-3 every control, unknown and
+// user-defined token but <unk>, <s> and <|endoftext|>, so that a chat
+// template's "<|user|>\n" is followed by the message's first word.
+func rstrip(f *gguf.File, v Vocab) []int {
+	name, _ := f.String("general.name")
+	name = strings.ToLower(name)
+	if !strings.Contains(name, "phi-3") && !strings.Contains(name, "phi3") {
+		return nil
+	}
+	var ids []int
+	for id, tok := range v.Tokens {
+		switch v.Types[id] {
+		case Control, Unknown, UserDefined:
+			if tok != "<unk>" && tok != "<s>" && tok != "<|endoftext|>" {
+				ids = append(ids, id)
+			}
+		}
+	}
+	return ids
 }

@@ -39,6 +39,10 @@ type Vocab struct {
 	// EndOfTurn: ids besides EOS that end a generated text (a chat model's
 	// end of turn, such as Phi-3's <|end|>), as llama.cpp's end-of-generation set.
 	EndOfTurn []int
+	// RStrip: ids of special tokens after which EncodeSpecial drops the
+	// whitespace that follows in the text (llama.cpp's rstrip attribute,
+	// which it gives Phi-3's special tokens by the model's name).
+	RStrip []int
 }
 
 // Tokenizer encodes and decodes with one Vocab. It is safe for concurrent use.
@@ -53,6 +57,10 @@ type Tokenizer struct {
 	byteTok     [256]int // -1 where the vocabulary has no <0xNN> token
 	hasBytes    bool
 	surface     []string // decoded text of each id (bytes for byte tokens)
+	// specials: the control, unknown and user-defined ids whose text
+	// EncodeSpecial matches, longest text first; rstrip marks v.RStrip.
+	specials []int
+	rstrip   map[int]bool
 }
 
 // New validates v and builds a Tokenizer; v's slices are copied.
@@ -72,6 +80,11 @@ func New(v Vocab) (*Tokenizer, error) {
 			return nil, fmt.Errorf("tokenizer: end-of-turn token id %d out of range [0,%d)", id, n)
 		}
 	}
+	for _, id := range v.RStrip {
+		if id < 0 || id >= n {
+			return nil, fmt.Errorf("tokenizer: rstrip token id %d out of range [0,%d)", id, n)
+		}
+	}
 	for _, x := range []struct {
 		name string
 		id   int
@@ -84,6 +97,7 @@ func New(v Vocab) (*Tokenizer, error) {
 	v.Scores = append([]float32(nil), v.Scores...)
 	v.Types = append([]int32(nil), v.Types...)
 	v.EndOfTurn = append([]int(nil), v.EndOfTurn...)
+	v.RStrip = append([]int(nil), v.RStrip...)
 
 	t := &Tokenizer{v: v, pieces: make(map[string]int, n), surface: make([]string, n)}
 	for i := range t.byteTok {
@@ -127,6 +141,16 @@ func New(v Vocab) (*Tokenizer, error) {
 		u := t.userDefined[i]
 		sort.SliceStable(u, func(a, b int) bool { return len(u[a]) > len(u[b]) })
 	}
+	for id, typ := range v.Types {
+		if (typ == Control || typ == Unknown || typ == UserDefined) && v.Tokens[id] != "" {
+			t.specials = append(t.specials, id)
+		}
+	}
+	sort.SliceStable(t.specials, func(a, b int) bool { return len(v.Tokens[t.specials[a]]) > len(v.Tokens[t.specials[b]]) })
+	t.rstrip = make(map[int]bool, len(v.RStrip))
+	for _, id := range v.RStrip {
+		t.rstrip[id] = true
+	}
 	return t, nil
 }
 
@@ -162,14 +186,20 @@ func (t *Tokenizer) EndsText(id int) bool {
 	return id == t.v.EOS && id >= 0 || slices.Contains(t.v.EndOfTurn, id)
 }
 
-// Piece is id's text as llama.cpp's token-to-piece shows it: ▁ as a
-// space (kept at the start), a byte token's byte, a control token's name.
+// Piece is id's text as llama.cpp's token-to-piece shows it (with
+// special tokens rendered, as llama-tokenize prints them): a normal token
+// with ▁ as a space (kept at the start), a byte token's byte, a control,
+// unknown or user-defined token's text as it is, and nothing for an
+// unused one.
 func (t *Tokenizer) Piece(id int) string {
 	if id < 0 || id >= len(t.surface) {
 		return ""
 	}
-	if t.v.Types[id] == Control {
+	switch t.v.Types[id] {
+	case Control, Unknown, UserDefined:
 		return t.v.Tokens[id]
+	case Unused:
+		return ""
 	}
 	return t.surface[id]
 }
@@ -184,5 +214,6 @@ func (t *Tokenizer) Vocab() Vocab {
 	v.Scores = append([]float32(nil), v.Scores...)
 	v.Types = append([]int32(nil), v.Types...)
 	v.EndOfTurn = append([]int(nil), v.EndOfTurn...)
+	v.RStrip = append([]int(nil), v.RStrip...)
 	return v
 }
