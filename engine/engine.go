@@ -197,8 +197,9 @@ func ParseKVType(s string) (ops.DType, error) {
 	return t, nil
 }
 
-// Encode tokenizes a prompt the way llama.cpp does: BOS first when the
-// vocabulary asks for it.
+// Encode tokenizes a prompt the way llama-cli does: BOS first when the
+// vocabulary asks for it, and the text of special tokens (</s>, <|end|>)
+// as those tokens.
 func (m *Model) Encode(text string) []int {
-	return m.Tok.Encode(text, m.Tok.Vocab().AddBOS)
+	return m.Tok.EncodeSpecial(text, m.Tok.Vocab().AddBOS)
 }

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"sort"
 	"strings"
 
 	"github.com/pinfer/pinfer/engine"
@@ -73,42 +72,13 @@ func (c *Chat) Prompt(msgs []ChatMessage) (string, error) {
 }
 
 // EncodeChat tokenizes a rendered chat prompt as llama.cpp's server does:
-// the text of control tokens (<s>, <|user|>, ...) becomes those tokens, the
-// text between them is encoded normally (each piece with the dummy-prefix
-// space), and BOS leads unless the template already put it there. A prompt
-// without control-token text is encoded exactly as engine.Model.Encode does.
-// (The one pass over the vocabulary per request is cheap next to a forward pass.)
+// the text of special tokens (<s>, <|user|>, ...) becomes those tokens
+// (tokenizer.EncodeSpecial), and BOS leads unless the template already put
+// it there. A prompt without special-token text is encoded exactly as
+// engine.Model.Encode does.
 func EncodeChat(tok *tokenizer.Tokenizer, text string) []int {
 	v := tok.Vocab()
-	var specials []string
-	ids := map[string]int{}
-	for id, t := range v.Tokens {
-		if v.Types[id] == tokenizer.Control && t != "" && strings.Contains(text, t) {
-			specials = append(specials, t)
-			ids[t] = id
-		}
-	}
-	if len(specials) == 0 {
-		return tok.Encode(text, v.AddBOS)
-	}
-	sort.Slice(specials, func(i, j int) bool { return len(specials[i]) > len(specials[j]) })
-	var out []int
-	for len(text) > 0 {
-		at, which := len(text), ""
-		for _, s := range specials {
-			if k := strings.Index(text, s); k >= 0 && (k < at || k == at && len(s) > len(which)) {
-				at, which = k, s
-			}
-		}
-		if at > 0 {
-			out = append(out, tok.Encode(text[:at], false)...)
-		}
-		if which == "" {
-			break
-		}
-		out = append(out, ids[which])
-		text = text[at+len(which):]
-	}
+	out := tok.EncodeSpecial(text, false)
 	if v.AddBOS && v.BOS >= 0 && (len(out) == 0 || out[0] != v.BOS) {
 		out = append([]int{v.BOS}, out...)
 	}

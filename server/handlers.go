@@ -32,8 +32,9 @@ func (s *Server) getModel(w http.ResponseWriter, r *http.Request) {
 // tokenize follows llama.cpp's /tokenize: BOS only when add_special is set.
 func (s *Server) tokenize(w http.ResponseWriter, r *http.Request) {
 	var req struct {
-		Content    *string `json:"content"`
-		AddSpecial bool    `json:"add_special"`
+		Content      *string `json:"content"`
+		AddSpecial   bool    `json:"add_special"`
+		ParseSpecial *bool   `json:"parse_special"` // llama-server's default: true
 	}
 	if e := s.decodeBody(w, r, &req); e != nil {
 		writeError(w, e)
@@ -43,7 +44,13 @@ func (s *Server) tokenize(w http.ResponseWriter, r *http.Request) {
 		writeError(w, badRequest("content", "missing_field", "content is required"))
 		return
 	}
-	ids := s.model.Tok.Encode(*req.Content, req.AddSpecial && s.model.Tok.Vocab().AddBOS)
+	bos := req.AddSpecial && s.model.Tok.Vocab().AddBOS
+	var ids []int
+	if req.ParseSpecial == nil || *req.ParseSpecial {
+		ids = s.model.Tok.EncodeSpecial(*req.Content, bos)
+	} else {
+		ids = s.model.Tok.Encode(*req.Content, bos)
+	}
 	if ids == nil {
 		ids = []int{}
 	}

@@ -308,3 +308,22 @@ func TestShutdownCancelsStreams(t *testing.T) {
 	require.NotContains(t, string(rest), "[DONE]")
 	s.Close()
 }
+
+// As llama-server's, /tokenize reads special tokens' text unless
+// parse_special is false: "</s>" is EOS between the two texts, each
+// encoded on its own as a text that follows a special token is.
+func TestTokenizeParseSpecial(t *testing.T) {
+	_, url := start(t, Config{})
+	ids := func(body string) []any {
+		code, out := post(t, url+"/tokenize", body)
+		require.Equal(t, 200, code, out)
+		return out["tokens"].([]any)
+	}
+	eos := float64(builtin(t).Tok.Vocab().EOS)
+	require.Equal(t, "</s>", builtin(t).Tok.Vocab().Tokens[int(eos)])
+	want := append(append(ids(`{"content":"ROMEO"}`), eos), ids(`{"content":"Speak"}`)...)
+	require.Equal(t, want, ids(`{"content":"ROMEO</s>Speak"}`))
+	plain := ids(`{"content":"ROMEO</s>Speak","parse_special":false}`)
+	require.NotContains(t, plain, eos)
+	require.Greater(t, len(plain), len(want))
+}

@@ -167,6 +167,9 @@ func TestEncodeChatSpecials(t *testing.T) {
 	require.Equal(t, want, EncodeChat(tok, "<|user|>Hello world<|end|><|assistant|>"))
 	// Without control tokens: exactly what a plain prompt gives.
 	require.Equal(t, []int{1, 15043, 3186}, EncodeChat(tok, "Hello world"))
+	// Phi-3's template puts a newline after each special token, which
+	// llama.cpp drops (its rstrip): these are llama-tokenize's ids.
+	require.Equal(t, []int{1, 32010, 317, 21554, 13, 17628, 32007, 32001}, EncodeChat(tok, "<|user|>\nSYS\nHI<|end|>\n<|assistant|>\n"))
 }
 
 // A template comes from the model file: one that asks for too much fails
