@@ -7,7 +7,9 @@ package placement
 
 import (
 	"fmt"
+	"maps"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -74,6 +76,43 @@ func FromGGUF(f *gguf.File, st *predictors.Stats) (*Model, error) {
 		attn, pred, rest, ffn uint64
 		hasFFN                bool
 	}
+	for _, ls := range st.Layers {
+		if ls.Expert != 0 {
+			return nil, fmt.Errorf("%s: the profile has layer %d expert %d: placing the experts of a mixture-of-experts FFN is not supported", f.Path, ls.Layer, ls.Expert)
+		}
+	}
+	// Each block's neuron count, from the matrices whose rows are neurons
+	// (ffn_gate, ffn_up {n_embd, n_ff}): a profile of another width is for
+	// another model, even when its width happens to be one of the
+	// dimensions (n_embd) of these tensors.
+	nff := map[int]int{}
+	nffFrom := map[int]*gguf.TensorInfo{}
+	for i := range f.Tensors {
+		t := &f.Tensors[i]
+		sm := blkName.FindStringSubmatch(t.Name)
+		if sm == nil {
+			continue
+		}
+		n, err := strconv.Atoi(sm[1])
+		if err != nil || n > 1<<20 {
+			return nil, fmt.Errorf("%s: tensor %s: bad block number", f.Path, t.Name)
+		}
+		switch sm[2] {
+		case "ffn_gate.weight", "ffn_up.weight", "ffn_down_t.weight":
+			if len(t.Dims) == 2 && nffFrom[n] == nil {
+				nff[n], nffFrom[n] = int(t.Dims[1]), t
+			}
+		}
+		if strings.HasSuffix(sm[2], "_exps.weight") || strings.HasPrefix(sm[2], "ffn_gate_inp.") {
+			return nil, fmt.Errorf("%s: tensor %s: placing the experts of a mixture-of-experts FFN is not supported", f.Path, t.Name)
+		}
+	}
+	for _, n := range slices.Sorted(maps.Keys(nff)) {
+		want := nff[n]
+		if r, ok := rates[n]; ok && len(r) != want {
+			return nil, fmt.Errorf("%s: tensor %s has dims %v: layer %d has %d neurons, but the profile gives it %d", f.Path, nffFrom[n].Name, nffFrom[n].Dims, n, want, len(r))
+		}
+	}
 	layers := map[int]*acc{}
 	m := &Model{}
 	out := Part{Name: "output", Layer: -1}
@@ -82,9 +121,15 @@ func FromGGUF(f *gguf.File, st *predictors.Stats) (*Model, error) {
 	for i := range f.Tensors {
 		t := &f.Tensors[i]
 		if sm := blkName.FindStringSubmatch(t.Name); sm != nil {
-			n, err := strconv.Atoi(sm[1])
-			if err != nil || n > 1<<20 {
-				return nil, fmt.Errorf("%s: tensor %s: bad block number", f.Path, t.Name)
+			n, _ := strconv.Atoi(sm[1]) // checked above
+			// A file with down stored both ways (pinfer predictor train
+			// keeps ffn_down beside the ffn_down_t it adds) is run from
+			// ffn_down_t: ffn_down is never read, and a neuron on the GPU
+			// needs one copy of its down row, not two.
+			if sm[2] == "ffn_down.weight" {
+				if _, ok := f.Tensor(fmt.Sprintf("blk.%d.ffn_down_t.weight", n)); ok {
+					continue
+				}
 			}
 			a := layers[n]
 			if a == nil {

@@ -42,6 +42,11 @@ func RunTokens(m *engine.Model, tokens []int, opt Options) (*predictors.Stats, e
 	if nctx <= 0 {
 		nctx = min(max(m.ContextLength(), 2), 512)
 	}
+	// No window is longer than the text: a context asked larger (-c) would
+	// only size the KV cache for positions that never come.
+	if nctx > len(tokens) {
+		nctx = max(len(tokens), 2)
+	}
 	// Keyed by the layer itself: the experts of a mixture share a block index.
 	counts := map[*predictors.Layer][]int64{}
 	seen := map[*predictors.Layer]int{}

@@ -39,6 +39,11 @@ func Train(m *engine.Model, tokens []int, out string, c Config) ([]Report, error
 	if c.Ctx == 0 {
 		c.Ctx = 512
 	}
+	// No window is longer than the text: a larger -c would only size the
+	// KV cache for positions that never come.
+	if c.Ctx > len(tokens) {
+		c.Ctx = max(len(tokens), 2)
+	}
 	data, err := Collect(m, tokens, c.Ctx, c.Pool, c.Collected)
 	if err != nil {
 		return nil, err

@@ -35,6 +35,9 @@ func placeCmd() *cobra.Command {
 			if out == "" {
 				out = path + ".generated.gpuidx"
 			}
+			if err := checkOutput("place", "-o", out, input{"-m", path}, input{"--stats", stats}); err != nil {
+				return err
+			}
 			st, err := predictors.ReadStats(stats)
 			if err != nil {
 				return err
@@ -46,7 +49,7 @@ func placeCmd() *cobra.Command {
 			defer f.Close()
 			m, err := placement.FromGGUF(f, st)
 			if err != nil {
-				return err
+				return fmt.Errorf("%v (profile %s)", err, stats)
 			}
 			budget := uint64(min(budgetGiB*(1<<30), math.MaxInt64))
 			p := placement.Place(m, budget, placement.Costs{Sparse: sparseCost})

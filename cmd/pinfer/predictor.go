@@ -34,6 +34,15 @@ func predictorTrainCmd() *cobra.Command {
 			if err := cfg.Check(); err != nil {
 				return fmt.Errorf("predictor train: %v", err)
 			}
+			model, err := modelPath(mf.model)
+			if err != nil {
+				return err
+			}
+			// Before hours of training, not after: the output must be
+			// writable and must not be the model or the text being read.
+			if err := checkOutput("predictor train", "-o", out, input{"-m", model}, input{"-f", file}); err != nil {
+				return err
+			}
 			run, err := mf.openText(file)
 			if err != nil {
 				return err
@@ -104,6 +113,11 @@ func predictorEvalCmd() *cobra.Command {
 			if err := checkMaxTokens("predictor eval", maxTokens); err != nil {
 				return err
 			}
+			// 0 is the model's context, at most 512, as for profile (and
+			// llama.cpp's perplexity); a window scores its second half.
+			if nctx < 0 || nctx > 0 && nctx < 4 {
+				return fmt.Errorf("predictor eval: -c %d: want a window of at least 4 tokens, or 0 for the model's context (at most 512)", nctx)
+			}
 			run, err := mf.openText(file)
 			if err != nil {
 				return err
@@ -118,6 +132,9 @@ func predictorEvalCmd() *cobra.Command {
 			if maxTokens > 0 && len(tokens) > maxTokens {
 				tokens = tokens[:maxTokens]
 			}
+			if nctx == 0 {
+				nctx = min(max(m.ContextLength(), 4), 512)
+			}
 			e, err := train.Evaluate(m, p, tokens, nctx, pool, nil)
 			if err != nil {
 				return fmt.Errorf("%s: %v", file, err)
@@ -128,7 +145,7 @@ func predictorEvalCmd() *cobra.Command {
 	}
 	mf.add(c)
 	c.Flags().StringVarP(&file, "file", "f", "", "evaluation text (not used for training)")
-	c.Flags().IntVarP(&nctx, "ctx-size", "c", 512, "window size in tokens")
+	c.Flags().IntVarP(&nctx, "ctx-size", "c", 512, "window size in tokens (0: the model's context, at most 512)")
 	c.Flags().IntVar(&maxTokens, "max-tokens", 0, "use only the first N tokens of the text (0: all)")
 	return c
 }

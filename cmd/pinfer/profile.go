@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -38,6 +39,17 @@ func profileCmd() *cobra.Command {
 			if err := checkPlot(plotPath, out); err != nil {
 				return err
 			}
+			model, err := modelPath(mf.model)
+			if err != nil {
+				return err
+			}
+			ins := []input{{"-m", model}, {"-f", file}, {"--stats", mf.stats}}
+			if err := checkOutput("profile", "-o", out, ins...); err != nil {
+				return err
+			}
+			if err := checkOutput("profile", "--plot", plotPath, ins...); err != nil {
+				return err
+			}
 			run, err := mf.openText(file)
 			if err != nil {
 				return err
@@ -51,11 +63,25 @@ func profileCmd() *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("%s: %v", file, err)
 			}
-			if err := predictors.WriteStats(out, s); err != nil {
-				return err
+			// Both files, or neither: each is written beside its name and
+			// renamed once both are complete.
+			statsTmp, err := writeTemp(out, func(tmp string) error { return predictors.WriteStats(tmp, s) })
+			if err != nil {
+				return fmt.Errorf("profile: -o %s: %v", out, err)
 			}
-			if err := profile.Plot(s, plotPath); err != nil {
-				return err
+			plotTmp, err := writeTemp(plotPath, func(tmp string) error { return profile.Plot(s, tmp) })
+			if err != nil {
+				os.Remove(statsTmp)
+				return fmt.Errorf("profile: --plot %s: %v", plotPath, err)
+			}
+			if err := os.Rename(statsTmp, out); err != nil {
+				os.Remove(statsTmp)
+				os.Remove(plotTmp)
+				return fmt.Errorf("profile: -o %s: %v", out, err)
+			}
+			if err := os.Rename(plotTmp, plotPath); err != nil {
+				os.Remove(plotTmp)
+				return fmt.Errorf("profile: --plot %s: %v", plotPath, err)
 			}
 			profile.Summary(os.Stdout, s)
 			fmt.Printf("wrote %s and %s\n", out, plotPath)
@@ -86,6 +112,68 @@ func checkPlot(plot, stats string) error {
 		return fmt.Errorf("profile: --plot %s: %v; want .png, .svg, .pdf, .eps, .jpg, .jpeg, .tif, .tiff or .tex", plot, err)
 	}
 	return nil
+}
+
+// input is a file a command reads, named by its flag, that no output of
+// the command may replace.
+type input struct{ flag, path string }
+
+// checkOutput refuses, before any work, an output path that is one of the
+// command's inputs (writing it would destroy the model or text being read),
+// a directory, or one in a directory that cannot be written: the work of a
+// profile or a training run would be lost at the end.
+func checkOutput(cmd, flag, out string, inputs ...input) error {
+	ost, oerr := os.Stat(out)
+	for _, in := range inputs {
+		if in.path == "" {
+			continue
+		}
+		same := filepath.Clean(in.path) == filepath.Clean(out)
+		if ist, err := os.Stat(in.path); err == nil && oerr == nil && os.SameFile(ist, ost) {
+			same = true
+		}
+		if same {
+			return fmt.Errorf("%s: %s %s: is the input %s %s; writing it would destroy it, name another file", cmd, flag, out, in.flag, in.path)
+		}
+	}
+	if oerr == nil && ost.IsDir() {
+		return fmt.Errorf("%s: %s %s: is a directory, want a file name", cmd, flag, out)
+	}
+	dir := filepath.Dir(out)
+	probe, err := os.CreateTemp(dir, "."+filepath.Base(out)+".*.tmp")
+	if err != nil {
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return fmt.Errorf("%s: %s %s: cannot write in %s: %v", cmd, flag, out, dir, err)
+	}
+	probe.Close()
+	os.Remove(probe.Name())
+	return nil
+}
+
+// writeTemp writes a file through write to a new temporary path beside
+// path, with path's extension (which picks the plot's format), and returns
+// it: the caller renames it to path once every output is complete, so a
+// failed write leaves neither a half file nor a changed one.
+func writeTemp(path string, write func(tmp string) error) (string, error) {
+	ext := filepath.Ext(path)
+	f, err := os.CreateTemp(filepath.Dir(path), "."+strings.TrimSuffix(filepath.Base(path), ext)+".*.tmp"+ext)
+	if err != nil {
+		return "", err
+	}
+	tmp := f.Name()
+	f.Close()
+	if err := write(tmp); err != nil {
+		os.Remove(tmp)
+		return "", err
+	}
+	if err := os.Chmod(tmp, 0o644); err != nil {
+		os.Remove(tmp)
+		return "", err
+	}
+	return tmp, nil
 }
 
 // tokenBar returns a progress callback over text tokens, drawn on stderr.
