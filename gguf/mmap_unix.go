@@ -19,8 +19,11 @@ func mapFile(path string) ([]byte, func() error, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	if st.IsDir() {
+		return nil, nil, fmt.Errorf("%s: is a directory, not a GGUF file (pinfer convert DIR -o FILE.gguf makes one of a Hugging Face checkpoint)", path)
+	}
 	if !st.Mode().IsRegular() {
-		return nil, nil, fmt.Errorf("%s: not a file (%v)", path, st.Mode().Type())
+		return nil, nil, fmt.Errorf("%s: not a regular file", path)
 	}
 	size := st.Size()
 	if size == 0 {

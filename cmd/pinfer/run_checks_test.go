@@ -22,7 +22,7 @@ func TestRunRefusesBeforePrinting(t *testing.T) {
 		{[]string{"--seed", "-5"}, "--seed -5"},
 		{[]string{"--top-logits", "3"}, "add --json"}, // was ignored
 		{[]string{"-p", "ROMEO:", "--prompt-ids", "1,2"}, "use one of them"},
-		{[]string{"-m", t.TempDir()}, "not a file"}, // was "mmap: no such device"
+		{[]string{"-m", t.TempDir()}, "is a directory, not a GGUF file (pinfer convert"}, // was "mmap: no such device"
 	} {
 		args := append([]string{"run", "-n", "2"}, c.args...)
 		if !strings.Contains(strings.Join(c.args, " "), "-p") {
