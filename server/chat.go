@@ -27,7 +27,8 @@ type ChatMessage struct {
 type Chat struct {
 	tpl      *Template
 	bos, eos string
-	Builtin  bool // the file has no template: DefaultChatTemplate is used
+	Builtin  bool   // the file has no template: DefaultChatTemplate is used
+	Source   string // the template's text
 }
 
 // NewChat reads the model's tokenizer.chat_template, or uses the default.
@@ -40,6 +41,7 @@ func NewChat(m *engine.Model, template string) (*Chat, error) {
 	case err != nil || strings.TrimSpace(src) == "":
 		src, c.Builtin = DefaultChatTemplate, true
 	}
+	c.Source = src
 	if c.tpl, err = ParseTemplate(src); err != nil {
 		return nil, err
 	}

@@ -47,7 +47,8 @@ type buildError struct{ out string }
 func (e *buildError) Error() string { return "go build ./cmd/pinfer: " + e.out }
 
 // The Node tests (server/e2e) drive `pinfer serve` with the official openai
-// package: chat, streaming, completion, 8 concurrent streams, an abort.
+// package (chat, streaming, completion, 8 concurrent streams, an abort) and
+// its ollama API with the official ollama package.
 func TestE2EOpenAIClient(t *testing.T) {
 	for _, tool := range []string{"node", "npm"} {
 		if _, err := exec.LookPath(tool); err != nil {
@@ -55,7 +56,8 @@ func TestE2EOpenAIClient(t *testing.T) {
 		}
 	}
 	bin := pinferBinary(t)
-	if _, err := os.Stat("e2e/node_modules/openai"); err != nil {
+	_, errOpenAI := os.Stat("e2e/node_modules/openai")
+	if _, err := os.Stat("e2e/node_modules/ollama"); err != nil || errOpenAI != nil {
 		cmd := exec.Command("npm", "ci", "--no-audit", "--no-fund")
 		cmd.Dir = "e2e"
 		out, err := cmd.CombinedOutput()

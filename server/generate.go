@@ -30,15 +30,9 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		writeError(w, e)
 		return
 	}
-	prompt, err := s.chat.Prompt(msgs)
-	if err != nil {
-		// raise_exception is the template refusing this conversation, which
-		// the client can fix; any other error is in the model's template.
-		if errors.As(err, new(*raised)) {
-			writeError(w, badRequest("messages", "invalid_conversation", "%v", err))
-		} else {
-			writeError(w, newError(http.StatusInternalServerError, "server_error", "chat_template_error", "the model's tokenizer.chat_template failed: %v", err))
-		}
+	prompt, e := s.renderChat(msgs)
+	if e != nil {
+		writeError(w, e)
 		return
 	}
 	ids := EncodeChat(s.model.Tok, prompt)
@@ -114,18 +108,12 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 
 // generate queues the job and answers with its result, whole or streamed.
 func (s *Server) generate(w http.ResponseWriter, r *http.Request, f *samplingFields, j *job, chat bool) {
-	if s.draining.Load() {
-		writeError(w, newError(http.StatusServiceUnavailable, "server_error", "shutting_down", "%v", errShutdown))
+	end, e := s.submit(r, j)
+	if e != nil {
+		writeError(w, e)
 		return
 	}
-	// The job ends when the handler does, however it returns: the
-	// scheduler then frees the slot at its next step.
-	ctx, cancel := context.WithCancel(r.Context())
-	defer cancel()
-	j.ctx, j.stopped = ctx, s.loopDone
-	s.metrics.requests.Add(1)
-	s.queue.push(j)
-	defer s.queue.remove(j)
+	defer end()
 	head := completion{ID: "cmpl-" + randomID(), Object: "text_completion", Created: time.Now().Unix(), Model: s.cfg.ModelName}
 	if chat {
 		head.ID, head.Object = "chatcmpl-"+randomID(), "chat.completion"
@@ -164,6 +152,38 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, f *samplingFie
 	head.Usage = newUsage(len(j.prompt), n, t)
 	head.Timings = &t
 	writeJSON(w, http.StatusOK, head)
+}
+
+// renderChat renders a conversation with the chat template.
+func (s *Server) renderChat(msgs []ChatMessage) (string, *apiError) {
+	prompt, err := s.chat.Prompt(msgs)
+	if err == nil {
+		return prompt, nil
+	}
+	// raise_exception is the template refusing this conversation, which
+	// the client can fix; any other error is in the model's template.
+	if errors.As(err, new(*raised)) {
+		return "", badRequest("messages", "invalid_conversation", "%v", err)
+	}
+	return "", newError(http.StatusInternalServerError, "server_error", "chat_template_error", "the model's tokenizer.chat_template failed: %v", err)
+}
+
+// submit queues the job for the scheduler, which every generation request
+// goes through (OpenAI's endpoints and ollama's alike). The job ends when
+// end is called, which the handler defers, however it returns: the
+// scheduler then frees the slot at its next step.
+func (s *Server) submit(r *http.Request, j *job) (end func(), e *apiError) {
+	if s.draining.Load() {
+		return nil, newError(http.StatusServiceUnavailable, "server_error", "shutting_down", "%v", errShutdown)
+	}
+	ctx, cancel := context.WithCancel(r.Context())
+	j.ctx, j.stopped = ctx, s.loopDone
+	s.metrics.requests.Add(1)
+	s.queue.push(j)
+	return func() {
+		s.queue.remove(j)
+		cancel()
+	}, nil
 }
 
 // failure is the error of a request that ended without its answer.

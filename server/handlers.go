@@ -2,6 +2,8 @@ package server
 
 import (
 	"net/http"
+
+	"github.com/pinfer/pinfer/sample"
 )
 
 func (s *Server) health(w http.ResponseWriter, r *http.Request) {
@@ -76,4 +78,50 @@ func (s *Server) detokenize(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"content": s.model.Tok.Decode(*req.Tokens)})
+}
+
+// props is llama-server's /props: what a client needs to build its own
+// prompts and settings (the chat template, the context, the defaults).
+func (s *Server) props(w http.ResponseWriter, r *http.Request) {
+	d := sample.Defaults()
+	n := s.cfg.DefaultMaxTokens
+	if n == 0 {
+		n = -1
+	}
+	writeJSON(w, http.StatusOK, map[string]any{
+		"default_generation_settings": map[string]any{
+			"n_ctx": s.nctx,
+			"params": map[string]any{"temperature": d.Temp, "top_k": d.TopK, "top_p": d.TopP, "min_p": d.MinP,
+				"repeat_penalty": d.RepeatPenalty, "repeat_last_n": d.RepeatLastN, "n_predict": n},
+		},
+		"total_slots":   len(s.slots),
+		"model_path":    s.model.Path,
+		"chat_template": s.chat.Source,
+		"bos_token":     s.chat.bos,
+		"eos_token":     s.chat.eos,
+		"build_info":    "pinfer",
+	})
+}
+
+// applyTemplate is llama-server's /apply-template: the prompt a chat
+// request's messages render to, without generating.
+func (s *Server) applyTemplate(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Messages []chatMessage `json:"messages"`
+	}
+	if e := s.decodeBody(w, r, &req); e != nil {
+		writeError(w, e)
+		return
+	}
+	msgs, e := chatMessages(req.Messages)
+	if e != nil {
+		writeError(w, e)
+		return
+	}
+	prompt, e := s.renderChat(msgs)
+	if e != nil {
+		writeError(w, e)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"prompt": prompt})
 }

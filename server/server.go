@@ -44,6 +44,7 @@ type Server struct {
 	nctx     int
 	created  int64
 	mux      *http.ServeMux
+	paths    []string // the endpoints' paths, for notFound
 
 	pool   *ops.Pool
 	runner *graph.Runner
@@ -118,15 +119,25 @@ func (s *Server) NCtx() int { return s.nctx }
 
 func (s *Server) routes() {
 	s.mux = http.NewServeMux()
-	s.mux.HandleFunc("GET /health", s.health)
-	s.mux.HandleFunc("GET /v1/models", s.auth(s.listModels))
-	s.mux.HandleFunc("GET /v1/models/{id...}", s.auth(s.getModel))
-	s.mux.HandleFunc("POST /v1/chat/completions", s.auth(s.chatCompletions))
-	s.mux.HandleFunc("POST /v1/completions", s.auth(s.completions))
-	s.mux.HandleFunc("POST /tokenize", s.auth(s.tokenize))
-	s.mux.HandleFunc("POST /detokenize", s.auth(s.detokenize))
-	s.mux.HandleFunc("GET /metrics", s.auth(s.serveMetrics))
+	s.handle("GET", "/health", s.health)
+	s.handle("GET", "/v1/models", s.auth(s.listModels))
+	s.handle("GET", "/v1/models/{id...}", s.auth(s.getModel))
+	s.handle("POST", "/v1/chat/completions", s.auth(s.chatCompletions))
+	s.handle("POST", "/v1/completions", s.auth(s.completions))
+	s.handle("POST", "/tokenize", s.auth(s.tokenize))
+	s.handle("POST", "/detokenize", s.auth(s.detokenize))
+	s.handle("GET", "/metrics", s.auth(s.serveMetrics))
+	s.handle("GET", "/props", s.auth(s.props))
+	s.handle("POST", "/apply-template", s.auth(s.applyTemplate))
+	s.ollamaRoutes() // ollama.go
 	s.mux.HandleFunc("/", s.notFound)
+}
+
+// handle registers an endpoint; notFound then answers another method on
+// its path with 405.
+func (s *Server) handle(method, path string, h http.HandlerFunc) {
+	s.mux.HandleFunc(method+" "+path, h)
+	s.paths = append(s.paths, path)
 }
 
 // ServeHTTP implements http.Handler.
@@ -151,7 +162,7 @@ func (s *Server) auth(h http.HandlerFunc) http.HandlerFunc {
 // notFound answers unknown paths, and known paths with the wrong method,
 // in the JSON error shape rather than the mux's plain text.
 func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {
-	for _, p := range []string{"/health", "/v1/models", "/v1/chat/completions", "/v1/completions", "/tokenize", "/detokenize", "/metrics"} {
+	for _, p := range s.paths {
 		if r.URL.Path == p {
 			writeError(w, newError(http.StatusMethodNotAllowed, "invalid_request_error", "method_not_allowed", "%s is not allowed on %s", r.Method, p))
 			return

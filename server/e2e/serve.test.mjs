@@ -1,5 +1,5 @@
-// End-to-end tests of `pinfer serve` through the official openai client,
-// against the built-in Shakespeare model on loopback. PINFER_BIN names a
+// End-to-end tests of `pinfer serve` through the official openai client
+// and, for its ollama API, the official ollama client, against the built-in Shakespeare model on loopback. PINFER_BIN names a
 // built binary (server/e2e_test.go passes one); otherwise it is built here.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -9,10 +9,11 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import OpenAI from 'openai';
+import { Ollama } from 'ollama';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const KEY = 'e2e-key';
-let server, client, baseURL, model, tmp;
+let server, client, ollama, baseURL, model, tmp;
 
 // shared/models sits beside the checkout: look for it above this directory.
 function sharedModels() {
@@ -55,6 +56,7 @@ before(async () => {
   model = s.model;
   baseURL = s.url;
   client = new OpenAI({ baseURL: baseURL + '/v1', apiKey: KEY, maxRetries: 0, timeout: 60_000 });
+  ollama = new Ollama({ host: baseURL, headers: { Authorization: `Bearer ${KEY}` } });
 });
 
 after(async () => {
@@ -177,4 +179,77 @@ test('a wrong API key is refused with 401', async () => {
 test('an unknown model is refused with 404', async () => {
   await assert.rejects(client.chat.completions.create({ ...chatRequest, model: 'gpt-4o' }),
     (e) => e instanceof OpenAI.NotFoundError && e.code === 'model_not_found' && e.param === 'model');
+});
+
+// The ollama API, through ollama's own client: the same greedy text as the
+// OpenAI endpoints, streamed or not, the counts, the model listings, and
+// errors as the client reports them.
+
+test('ollama chat gives the OpenAI chat text', async () => {
+  const whole = await client.chat.completions.create({ model, ...chatRequest });
+  const options = { temperature: 0, num_predict: chatRequest.max_tokens };
+  const r = await ollama.chat({ model, messages: chatRequest.messages, options });
+  assert.equal(r.model, model);
+  assert.equal(r.message.role, 'assistant');
+  assert.equal(r.message.content, whole.choices[0].message.content);
+  assert.equal(r.done, true);
+  assert.equal(r.done_reason, 'length');
+  assert.equal(r.prompt_eval_count, whole.usage.prompt_tokens);
+  assert.equal(r.eval_count, whole.usage.completion_tokens);
+  assert.ok(r.eval_duration > 0 && r.total_duration >= r.eval_duration);
+
+  let text = '';
+  let last = null;
+  let parts = 0;
+  for await (const part of await ollama.chat({ model, messages: chatRequest.messages, options, stream: true })) {
+    text += part.message.content;
+    parts++;
+    last = part;
+  }
+  assert.ok(parts > 3);
+  assert.equal(text, r.message.content);
+  assert.equal(last.done, true);
+  assert.equal(last.eval_count, r.eval_count);
+});
+
+test('ollama raw generate continues the prompt as PyTorch does', async () => {
+  const options = { temperature: 0, num_predict: romeo.greedy_ids.length };
+  const r = await ollama.generate({ model, prompt: romeo.text, raw: true, options });
+  assert.equal(r.response, romeo.greedy_text);
+  assert.equal(r.prompt_eval_count, romeo.ids.length);
+  assert.equal(r.eval_count, romeo.greedy_ids.length);
+  let text = '';
+  let last = null;
+  for await (const part of await ollama.generate({ model, prompt: romeo.text, raw: true, options, stream: true })) {
+    text += part.response;
+    last = part;
+  }
+  assert.equal(text, romeo.greedy_text);
+  assert.equal(last.done_reason, 'length');
+});
+
+test('ollama list, ps, show and version describe the model', async () => {
+  const { models } = await ollama.list();
+  assert.equal(models.length, 1);
+  assert.equal(models[0].name, model + ':latest');
+  assert.equal(models[0].details.format, 'gguf');
+  const ps = await ollama.ps();
+  assert.equal(ps.models[0].model, model + ':latest');
+  const show = await ollama.show({ model: models[0].name });
+  assert.equal(show.model_info['general.architecture'], 'llama');
+  assert.ok(show.template.length > 0);
+  assert.match((await ollama.version()).version, /^\d+\.\d+\.\d+$/);
+  // The listed name generates too.
+  const r = await ollama.generate({ model: models[0].name, prompt: 'ROMEO:', options: { num_predict: 2 } });
+  assert.equal(r.eval_count, 2);
+});
+
+test('ollama errors reach the client with their status', async () => {
+  const isError = (status, text) => (e) => e.name === 'ResponseError' && e.status_code === status && e.error.includes(text);
+  const bad = new Ollama({ host: baseURL, headers: { Authorization: 'Bearer wrong' } });
+  await assert.rejects(bad.chat({ model, messages: chatRequest.messages }), isError(401, 'unauthorized'));
+  await assert.rejects(ollama.generate({ model: 'llama3.2', prompt: 'x' }), isError(404, 'not found'));
+  await assert.rejects(ollama.generate({ model, prompt: 'x', format: 'json' }), isError(400, 'format'));
+  await assert.rejects(ollama.chat({ model, messages: chatRequest.messages, tools: [{ type: 'function', function: { name: 'f' } }] }),
+    isError(400, 'tools'));
 });
