@@ -29,6 +29,11 @@ type tokenizerConfig struct {
 	} `json:"added_tokens_decoder"`
 	AddBOS any `json:"add_bos_token"`
 	AddEOS any `json:"add_eos_token"`
+	// The special tokens' text (or AddedToken objects): specialTokenIDs.
+	BOSToken json.RawMessage `json:"bos_token"`
+	EOSToken json.RawMessage `json:"eos_token"`
+	UNKToken json.RawMessage `json:"unk_token"`
+	PadToken json.RawMessage `json:"pad_token"`
 }
 
 // readTokenizerConfig reads dir/tokenizer_config.json; a missing file is an
@@ -86,6 +91,10 @@ func applyAddedTokens(dir string, v *tokenizer.Vocab, logf func(string, ...any))
 		sort.Slice(texts, func(i, j int) bool { return added[texts[i]] < added[texts[j]] })
 		for _, t := range texts {
 			id := added[t]
+			if t == "" {
+				logf("%s: token id %d: empty text; skipped (no tokenizer can match or load an empty piece)", path, id)
+				continue
+			}
 			if id < 0 || id >= len(v.Tokens) {
 				logf("%s: token %q: id %d is outside the vocabulary of %d; skipped", path, t, id, len(v.Tokens))
 				continue
@@ -116,6 +125,10 @@ func applyAddedTokens(dir string, v *tokenizer.Vocab, logf func(string, ...any))
 	for _, k := range keys {
 		id, tok := ids[k], tc.AddedTokensDecoder[k]
 		text := *tok.Content
+		if text == "" {
+			logf("%s: added token %d: empty content; skipped (no tokenizer can match or load an empty piece)", path, id)
+			continue
+		}
 		if id < 0 || id >= len(v.Tokens) {
 			logf("%s: added token %q: id %d is outside the vocabulary of %d; skipped", path, text, id, len(v.Tokens))
 			continue

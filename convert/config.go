@@ -24,6 +24,7 @@ type hparams struct {
 	act                     string
 	actParam                float64 // FATReLU's threshold (hidden_act_param)
 	bos, eos                int     // -1: not given, take the tokenizer's
+	pad, unk                int     // -1: none, or not given
 	slidingWindow           int     // 0: none
 	nExpert, nExpertUsed    int     // Mixtral; 0: a dense FFN
 	falconNorms             int     // Falcon: 2 when attention and FFN have their own LayerNorm
@@ -111,6 +112,18 @@ func (c *config) tokenID(name string) (int, error) {
 	return 0, c.errf(name, "is %s, want a token id", shown(v))
 }
 
+// padID reads pad_token_id. Unlike bos and eos, a negative id is common
+// (old LLaMA configs say -1) and means no padding token.
+func (c *config) padID() (int, error) {
+	if v, ok := c.field("pad_token_id"); ok {
+		var f float64
+		if json.Unmarshal(v, &f) == nil && f < 0 {
+			return -1, nil
+		}
+	}
+	return c.tokenID("pad_token_id")
+}
+
 func (c *config) str(name, def string) (string, error) {
 	v, ok := c.field(name)
 	if !ok {
@@ -161,6 +174,12 @@ func readConfig(dir string) (*hparams, error) {
 	if hp.eos, err = c.tokenID("eos_token_id"); err != nil {
 		return nil, err
 	}
+	if hp.pad, err = c.padID(); err != nil {
+		return nil, err
+	}
+	if hp.unk, err = c.tokenID("unk_token_id"); err != nil {
+		return nil, err
+	}
 	if err := hp.fam.read(c, &hp); err != nil {
 		return nil, err
 	}
@@ -186,12 +205,17 @@ func (c *config) ints(fields ...intField) error {
 	return nil
 }
 
+// maxPositions are transformers' max_position_embeddings defaults, used
+// when config.json leaves it out: LlamaConfig's 2048, Mistral's and
+// Mixtral's 4096*32.
+var maxPositions = map[string]int{"llama": 2048, "mistral": 4096 * 32, "mixtral": 4096 * 32}
+
 // readLlama reads LLaMA, Mistral and Mixtral configs, which share LLaMA's
 // fields; Mixtral adds its experts.
 func readLlama(c *config, hp *hparams) error {
 	err := c.ints(intField{"hidden_size", -1, &hp.nEmbd}, intField{"intermediate_size", -1, &hp.nFF},
 		intField{"num_hidden_layers", -1, &hp.nLayer}, intField{"num_attention_heads", -1, &hp.nHead},
-		intField{"max_position_embeddings", -1, &hp.nCtx}, intField{"vocab_size", -1, &hp.nVocab})
+		intField{"max_position_embeddings", maxPositions[hp.modelType], &hp.nCtx}, intField{"vocab_size", -1, &hp.nVocab})
 	if err != nil {
 		return err
 	}
@@ -266,6 +290,11 @@ func readLlama(c *config, hp *hparams) error {
 	return nil
 }
 
+// modelTypeAliases are old model_type names of a family: Falcon's custom
+// code checkpoints (RWForCausalLM) say RefinedWebModel (7B) or RefinedWeb
+// (40B), which transformers' convert_custom_code_checkpoint.py renames falcon.
+var modelTypeAliases = map[string]string{"RefinedWebModel": "falcon", "RefinedWeb": "falcon"}
+
 // arch finds the family from model_type, or from the architectures list
 // when model_type is absent, and checks that the two agree.
 func (c *config) arch(hp *hparams) error {
@@ -290,6 +319,9 @@ func (c *config) arch(hp *hparams) error {
 		}
 	}
 	f, ok := families[hp.modelType]
+	if alias, isAlias := modelTypeAliases[hp.modelType]; isAlias {
+		f, ok = families[alias], true
+	}
 	if !ok {
 		return c.errf("model_type", "%q is not supported (supported: %s)", hp.modelType, strings.Join(familyNames(), ", "))
 	}
@@ -306,6 +338,9 @@ func (c *config) arch(hp *hparams) error {
 // rope_parameters (newer), refusing scaled variants this file cannot express.
 func (c *config) rope(hp *hparams) error {
 	hp.ropeTheta = 10000
+	if hp.modelType == "mixtral" {
+		hp.ropeTheta = 1e6 // MixtralConfig's default; the others' is 10000
+	}
 	if v, ok := c.field("rope_scaling"); ok {
 		var rs map[string]any
 		if json.Unmarshal(v, &rs) != nil {

@@ -49,7 +49,7 @@ func Convert(hfDir, outPath string, opt Options) error {
 	if err != nil {
 		return err
 	}
-	vocab, err := readVocab(hfDir, hp)
+	vocab, err := readVocab(hfDir, hp, logf)
 	if err != nil {
 		return err
 	}
@@ -113,7 +113,7 @@ func Convert(hfDir, outPath string, opt Options) error {
 
 // inputFiles are the files of a checkpoint directory that conversion may
 // read, besides its safetensors shards.
-var inputFiles = []string{"config.json", "tokenizer.model", "tokenizer_config.json", "added_tokens.json",
+var inputFiles = []string{"config.json", "tokenizer.model", "tokenizer_config.json", "tokenizer.json", "added_tokens.json",
 	"chat_template.jinja", "model.safetensors.index.json"}
 
 // checkOutput refuses an output path that is one of the files conversion
@@ -161,6 +161,11 @@ func setMetadata(w *gguf.Writer, dir string, hp *hparams, v tokenizer.Vocab, fty
 		{"tokenizer.ggml.bos_token_id", uint32(v.BOS)},
 		{"tokenizer.ggml.eos_token_id", uint32(v.EOS)},
 		{"tokenizer.ggml.unknown_token_id", uint32(v.UNK)},
+	}...)
+	if hp.pad >= 0 {
+		kv = append(kv, keyValue{"tokenizer.ggml.padding_token_id", uint32(hp.pad)})
+	}
+	kv = append(kv, []keyValue{
 		{"tokenizer.ggml.add_bos_token", v.AddBOS},
 		{"tokenizer.ggml.add_space_prefix", v.AddSpacePrefix},
 	}...)
@@ -180,27 +185,36 @@ func setMetadata(w *gguf.Writer, dir string, hp *hparams, v tokenizer.Vocab, fty
 	return nil
 }
 
-// readVocab loads tokenizer.model, pads it to vocab_size as llama.cpp's
-// converter does, and lets config.json's bos/eos ids win.
-func readVocab(dir string, hp *hparams) (tokenizer.Vocab, error) {
+// readVocab loads tokenizer.model and fits it to vocab_size as llama.cpp's
+// converter does: pieces past vocab_size are dropped with a warning, and
+// missing ids become unused [PADi] tokens of score -10000. The special
+// token ids come from specialTokenIDs, else from tokenizer.model; the
+// padding id, when there is one, is left in hp.pad.
+func readVocab(dir string, hp *hparams, logf func(string, ...any)) (tokenizer.Vocab, error) {
 	path := filepath.Join(dir, "tokenizer.model")
 	v, err := tokenizer.ReadModelProto(path)
 	if err != nil {
 		return v, err
 	}
 	if len(v.Tokens) > hp.nVocab {
-		return v, fmt.Errorf("%s: %d tokens, more than config.json's vocab_size %d", path, len(v.Tokens), hp.nVocab)
+		logf("%s: ignoring pieces from id %d on: %d pieces, more than config.json's vocab_size %d", path, hp.nVocab, len(v.Tokens), hp.nVocab)
+		v.Tokens, v.Scores, v.Types = v.Tokens[:hp.nVocab], v.Scores[:hp.nVocab], v.Types[:hp.nVocab]
 	}
 	for i := len(v.Tokens); i < hp.nVocab; i++ {
 		v.Tokens = append(v.Tokens, fmt.Sprintf("[PAD%d]", i))
-		v.Scores = append(v.Scores, -1000)
+		v.Scores = append(v.Scores, -10000)
 		v.Types = append(v.Types, tokenUnused)
 	}
-	if hp.bos >= 0 {
-		v.BOS = hp.bos
+	ids, err := specialTokenIDs(dir, hp, logf)
+	if err != nil {
+		return v, err
 	}
-	if hp.eos >= 0 {
-		v.EOS = hp.eos
+	for typ, dst := range map[string]*int{"bos": &v.BOS, "eos": &v.EOS, "unk": &v.UNK, "pad": &hp.pad} {
+		if id, ok := ids[typ]; ok {
+			*dst = id
+		} else if typ == "pad" {
+			*dst = -1
+		}
 	}
 	for _, id := range []struct {
 		name string

@@ -7,15 +7,30 @@ import "fmt"
 // one v), the new decoder architecture of Falcon-40B (num_kv_heads groups of
 // q heads followed by their k and v), and the original one (each head's q,
 // k, v together). All are groups of n_head/n_head_kv q heads, a k and a v.
+//
+// The custom-code configs (model_type RefinedWebModel or RefinedWeb) use
+// the old names n_embed, n_layer, n_head and n_head_kv, as FalconConfig
+// still accepts; as transformers' convert_custom_code_checkpoint.py does,
+// such a config has the new decoder architecture exactly when it gives
+// n_head_kv.
 func readFalcon(c *config, hp *hparams) error {
-	err := c.ints(intField{"hidden_size", -1, &hp.nEmbd}, intField{"num_hidden_layers", -1, &hp.nLayer},
-		intField{"num_attention_heads", -1, &hp.nHead}, intField{"vocab_size", -1, &hp.nVocab},
+	names := map[string]string{}
+	for _, n := range [][2]string{{"hidden_size", "n_embed"}, {"num_hidden_layers", "n_layer"},
+		{"num_attention_heads", "n_head"}, {"num_kv_heads", "n_head_kv"}} {
+		name, err := c.renamed(n[0], n[1])
+		if err != nil {
+			return err
+		}
+		names[n[0]] = name
+	}
+	err := c.ints(intField{names["hidden_size"], -1, &hp.nEmbd}, intField{names["num_hidden_layers"], -1, &hp.nLayer},
+		intField{names["num_attention_heads"], -1, &hp.nHead}, intField{"vocab_size", -1, &hp.nVocab},
 		intField{"max_position_embeddings", 2048, &hp.nCtx})
 	if err != nil {
 		return err
 	}
 	if hp.nEmbd%hp.nHead != 0 {
-		return c.errf("hidden_size", "%d is not a multiple of num_attention_heads %d", hp.nEmbd, hp.nHead)
+		return c.errf(names["hidden_size"], "%d is not a multiple of %s %d", hp.nEmbd, names["num_attention_heads"], hp.nHead)
 	}
 	hp.headDim = hp.nEmbd / hp.nHead
 	if hp.nFF, err = c.positive("ffn_hidden_size", 4*hp.nEmbd); err != nil {
@@ -32,6 +47,9 @@ func readFalcon(c *config, hp *hparams) error {
 	if err != nil {
 		return err
 	}
+	if _, rw := modelTypeAliases[hp.modelType]; rw {
+		_, newArch = c.field(names["num_kv_heads"])
+	}
 	multiQuery, err := c.boolean("multi_query", true)
 	if err != nil {
 		return err
@@ -43,7 +61,7 @@ func readFalcon(c *config, hp *hparams) error {
 	hp.falconNorms = 1
 	switch {
 	case newArch:
-		if hp.nHeadKV, err = c.positive("num_kv_heads", hp.nHead); err != nil {
+		if hp.nHeadKV, err = c.positive(names["num_kv_heads"], hp.nHead); err != nil {
 			return err
 		}
 		if hp.falconNorms, err = c.positive("num_ln_in_parallel_attn", 2); err != nil {
@@ -60,7 +78,7 @@ func readFalcon(c *config, hp *hparams) error {
 		hp.nHeadKV = hp.nHead
 	}
 	if hp.nHead%hp.nHeadKV != 0 {
-		return c.errf("num_kv_heads", "is %d, which does not divide num_attention_heads %d", hp.nHeadKV, hp.nHead)
+		return c.errf(names["num_kv_heads"], "is %d, which does not divide %s %d", hp.nHeadKV, names["num_attention_heads"], hp.nHead)
 	}
 	if hp.eps, err = c.float("layer_norm_epsilon", 1e-5, false); err != nil {
 		return err
@@ -70,6 +88,20 @@ func readFalcon(c *config, hp *hparams) error {
 	}
 	hp.act, err = c.str("activation", "gelu")
 	return err
+}
+
+// renamed is the name config.json gives a field that older configs call
+// old: name when present, else old; both present and different is refused.
+func (c *config) renamed(name, old string) (string, error) {
+	v, hasNew := c.field(name)
+	o, hasOld := c.field(old)
+	switch {
+	case hasNew && hasOld && shown(v) != shown(o):
+		return "", c.errf(old, "is %s but %s is %s; want one of them, or the same value", shown(o), name, shown(v))
+	case !hasNew && hasOld:
+		return old, nil
+	}
+	return name, nil
 }
 
 func falconMeta(hp *hparams) []keyValue {

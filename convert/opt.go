@@ -2,12 +2,13 @@ package convert
 
 import "fmt"
 
-// readOPT reads OPTConfig: the pre-norm layout of OPT-125m and up (every
+// readOPT reads OPTConfig (max_position_embeddings defaults to its 2048):
+// the pre-norm layout of OPT-125m and up (every
 // size but 350m), with biases everywhere and learned positions.
 func readOPT(c *config, hp *hparams) error {
 	err := c.ints(intField{"hidden_size", -1, &hp.nEmbd}, intField{"ffn_dim", -1, &hp.nFF},
 		intField{"num_hidden_layers", -1, &hp.nLayer}, intField{"num_attention_heads", -1, &hp.nHead},
-		intField{"max_position_embeddings", -1, &hp.nCtx}, intField{"vocab_size", -1, &hp.nVocab})
+		intField{"max_position_embeddings", 2048, &hp.nCtx}, intField{"vocab_size", -1, &hp.nVocab})
 	if err != nil {
 		return err
 	}
