@@ -36,9 +36,17 @@ type Window struct {
 // its own neurons (ops' gateEach), which predictor eval, one token at a
 // time, finds to the same figure.
 func (m *Model) ComputePerplexity(text string, nctx int, pred predictors.Predictor, pool *ops.Pool, log io.Writer) (*Perplexity, error) {
+	return m.ComputePerplexityChunks(text, nctx, -1, pred, pool, log)
+}
+
+// ComputePerplexityChunks is ComputePerplexity scoring only the first
+// chunks windows, as llama-perplexity's --chunks does: a negative count,
+// or one past the text's windows, scores them all. The text must still
+// hold two windows, as llama-perplexity requires whatever --chunks says.
+func (m *Model) ComputePerplexityChunks(text string, nctx, chunks int, pred predictors.Predictor, pool *ops.Pool, log io.Writer) (*Perplexity, error) {
 	sess := m.NewSession(nctx, pool)
 	sess.SetPredictor(pred)
-	return m.ScoreSession(sess, m.Encode(text), false, log)
+	return m.ScoreChunks(sess, m.Encode(text), chunks, false, log)
 }
 
 // ScoreTokens is ComputePerplexity on tokens already encoded, run dense.
@@ -51,17 +59,34 @@ func (m *Model) ScoreTokens(tokens []int, nctx int, pool *ops.Pool, log io.Write
 // decoding does: a window run as one batch computes the union of its rows'
 // neurons, which hides what each row's predictor missed.
 func (m *Model) ScoreSession(sess *graph.Session, tokens []int, stepwise bool, log io.Writer) (*Perplexity, error) {
+	return m.ScoreChunks(sess, tokens, -1, stepwise, log)
+}
+
+// ScoreChunks is ScoreSession on the first chunks windows only (negative:
+// all), llama-perplexity's --chunks. A count of 0 scores nothing and is
+// refused. log, where not nil, gets llama-perplexity's progress line: the
+// running perplexity after each window, "[1]x.xxxx,[2]y.yyyy,", then a
+// newline.
+func (m *Model) ScoreChunks(sess *graph.Session, tokens []int, chunks int, stepwise bool, log io.Writer) (*Perplexity, error) {
 	nctx := sess.NCtx()
 	if nctx < 4 {
 		return nil, fmt.Errorf("a context of %d is too small to score", nctx)
 	}
+	if chunks == 0 {
+		return nil, fmt.Errorf("0 chunks scores nothing; want a count, or -1 for all")
+	}
 	if len(tokens) < 2*nctx {
 		return nil, fmt.Errorf("the text has %d tokens; perplexity with a context of %d needs at least %d", len(tokens), nctx, 2*nctx)
+	}
+	n := len(tokens) / nctx
+	if chunks > 0 && chunks < n {
+		n = chunks
 	}
 	r := &Perplexity{Tokens: len(tokens)}
 	first := nctx / 2
 	var sum, sumSq float64
-	for start := 0; start+nctx <= len(tokens); start += nctx {
+	for i := 0; i < n; i++ {
+		start := i * nctx
 		win := append([]int(nil), tokens[start:start+nctx]...)
 		if m.Tok.Vocab().AddBOS {
 			win[0] = m.Tok.BOS()
@@ -82,16 +107,21 @@ func (m *Model) ScoreSession(sess *graph.Session, tokens []int, stepwise bool, l
 		w := Window{Start: start, End: start + nctx, ScoreFrom: start + first, ScoreTo: start + nctx - 1, PPL: math.Exp(wsum / float64(nctx-1-first))}
 		r.Windows = append(r.Windows, w)
 		if log != nil {
-			fmt.Fprintf(log, "[%d] tokens [%d, %d) scored %d..%d: window ppl %.4f, running ppl %.4f\n",
-				len(r.Windows), w.Start, w.End, w.ScoreFrom+1, w.ScoreTo, w.PPL, math.Exp(sum/float64(r.Scored)))
+			fmt.Fprintf(log, "[%d]%.4f,", len(r.Windows), math.Exp(sum/float64(r.Scored)))
 		}
 	}
-	n := float64(r.Scored)
-	mean := sum / n
+	if log != nil {
+		fmt.Fprintln(log)
+	}
+	cnt := float64(r.Scored)
+	mean := sum / cnt
 	r.PPL = math.Exp(mean)
 	if r.Scored > 1 {
-		variance := (sumSq/n - mean*mean) * n / (n - 1)
-		r.StdErr = r.PPL * math.Sqrt(variance/n)
+		// llama-perplexity's uncertainty: the standard error of the mean
+		// NLL, carried through exp.
+		if variance := (sumSq/cnt - mean*mean) * cnt / (cnt - 1); variance > 0 {
+			r.StdErr = r.PPL * math.Sqrt(variance/cnt)
+		}
 	}
 	return r, nil
 }

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/pinfer/pinfer/internal/fixtures"
@@ -26,11 +27,11 @@ func ppl(t *testing.T, args ...string) (float64, string) {
 	t.Helper()
 	out, stderr, code := pinfer(t, append([]string{"perplexity"}, args...)...)
 	require.Zero(t, code, "%v: %s", args, stderr)
-	m := regexp.MustCompile(`Final estimate: PPL = ([0-9.]+) .*\((\d+) windows of (\d+) tokens`).FindStringSubmatch(out)
+	m := regexp.MustCompile(`(?m)^(\d+) chunks of (\d+) tokens, .*\nFinal estimate: PPL = ([0-9.]+) \+/- [0-9.]+\n`).FindStringSubmatch(out)
 	require.NotNil(t, m, out)
-	v, err := strconv.ParseFloat(m[1], 64)
+	v, err := strconv.ParseFloat(m[3], 64)
 	require.NoError(t, err)
-	return v, stderr + "windows of " + m[3]
+	return v, stderr + "windows of " + m[2]
 }
 
 // perplexity scores the path the predictor gives, as run would, mlp by
@@ -87,4 +88,57 @@ func TestPerplexityContext(t *testing.T) {
 
 	refused(t, []string{"perplexity", "-f", text, "-c", "100000000000"}, "-c 100000000000", "GB of KV cache")
 	refused(t, []string{"perplexity", "-f", text, "-c", "-1"}, "-c -1", "0 for the model's")
+}
+
+// pplRun is perplexity's stdout split as llama-perplexity prints it: the
+// running perplexity after each chunk ("[1]x.xxxx,[2]y.yyyy," on one
+// line), the chunk count, and "Final estimate: PPL = x +/- y" alone on its
+// line (%.4f +/- %.5f).
+func pplRun(t *testing.T, args ...string) (running []string, chunks int, final, unc string) {
+	t.Helper()
+	out, stderr, code := pinfer(t, append([]string{"perplexity"}, args...)...)
+	require.Zero(t, code, "%v: %s", args, stderr)
+	m := regexp.MustCompile(`^((?:\[\d+\]\d+\.\d{4},)+)\n(\d+) chunks of \d+ tokens, \d+ of \d+ tokens scored\nFinal estimate: PPL = (\d+\.\d{4}) \+/- (\d+\.\d{5})\n$`).FindStringSubmatch(out)
+	require.NotNil(t, m, "%v: %q", args, out)
+	for i, f := range strings.Split(strings.TrimSuffix(m[1], ","), ",") {
+		prefix := "[" + strconv.Itoa(i+1) + "]"
+		require.True(t, strings.HasPrefix(f, prefix), "%v: %q", args, m[1])
+		running = append(running, strings.TrimPrefix(f, prefix))
+	}
+	chunks, err := strconv.Atoi(m[2])
+	require.NoError(t, err)
+	require.Len(t, running, chunks)
+	return running, chunks, m[3], m[4]
+}
+
+// --chunks N scores only the first N chunks, as llama-perplexity's does:
+// -1 (the default) or a count past the text's chunks scores them all, and
+// the estimate of N chunks is the running figure after chunk N of the whole
+// run (the last running figure is the final estimate). 0 is refused, and
+// the text must still hold two windows whatever --chunks says.
+func TestPerplexityChunks(t *testing.T) {
+	text := pplText(t, 6000) // ~2700 tokens of the built-in model's
+	args := []string{"-f", text, "-c", "256"}
+	all, n, final, unc := pplRun(t, args...)
+	require.Greater(t, n, 4)
+	require.Equal(t, all[n-1], final)
+	require.NotEqual(t, "0.00000", unc)
+
+	for _, c := range []string{"-1", "-3", strconv.Itoa(n), "100000"} {
+		got, gn, gfinal, gunc := pplRun(t, append(args, "--chunks", c)...)
+		require.Equal(t, all, got, "--chunks %s", c)
+		require.Equal(t, n, gn)
+		require.Equal(t, final, gfinal)
+		require.Equal(t, unc, gunc)
+	}
+	for _, k := range []int{1, 3} {
+		got, gn, gfinal, _ := pplRun(t, append(args, "--chunks", strconv.Itoa(k))...)
+		require.Equal(t, k, gn)
+		require.Equal(t, all[:k], got, "--chunks %d", k)
+		require.Equal(t, all[k-1], gfinal, "--chunks %d", k)
+	}
+
+	refused(t, append([]string{"perplexity", "--chunks", "0"}, args...), "--chunks 0", "-1 for all")
+	refused(t, append([]string{"perplexity", "--chunks", "x"}, args...), "--chunks")
+	refused(t, []string{"perplexity", "-f", pplText(t, 400), "-c", "128", "--chunks", "1"}, "needs at least 256")
 }

@@ -104,21 +104,21 @@ func convertCmd() *cobra.Command {
 				return fmt.Errorf("convert: -o FILE.gguf is required")
 			}
 			t, err := ops.ParseDType(strings.ToLower(typ))
-			if err != nil || (t != ops.F32 && t != ops.F16 && t != ops.Q8_0 && t != ops.Q4_0) {
-				return fmt.Errorf("convert: --type %q: want f32, f16, q8_0 or q4_0", typ)
+			if err != nil || (t != ops.F32 && t != ops.F16 && t != ops.BF16 && t != ops.Q8_0 && t != ops.Q4_0) {
+				return fmt.Errorf("convert: --type %q: want f32, f16, bf16, q8_0 or q4_0", typ)
 			}
 			return convert.Convert(args[0], out, convert.Options{Type: t, Progress: true})
 		},
 	}
 	c.Flags().StringVarP(&out, "output", "o", "", "output GGUF file")
-	c.Flags().StringVar(&typ, "type", "f16", "weight type: f32, f16, q8_0 or q4_0")
+	c.Flags().StringVar(&typ, "type", "f16", "weight type: f32, f16, bf16 (runs on the CPU only), q8_0 or q4_0")
 	return c
 }
 
 func perplexityCmd() *cobra.Command {
 	var mf modelFlags
 	var file string
-	var nctx int
+	var nctx, chunks int
 	c := &cobra.Command{
 		Use:   "perplexity -f TEXT",
 		Short: "Perplexity of a text, computed as llama.cpp's perplexity tool does",
@@ -129,6 +129,9 @@ func perplexityCmd() *cobra.Command {
 			}
 			if nctx < 0 {
 				return fmt.Errorf("perplexity: -c %d: want a window size, or 0 for the model's", nctx)
+			}
+			if chunks == 0 {
+				return fmt.Errorf("perplexity: --chunks 0: want a number of chunks to score, or -1 for all")
 			}
 			run, err := mf.openText(file)
 			if err != nil {
@@ -148,16 +151,20 @@ func perplexityCmd() *cobra.Command {
 			if w := run.m.PastTraining(nctx); w != "" {
 				fmt.Fprintln(os.Stderr, w)
 			}
-			r, err := run.m.ComputePerplexity(run.text, nctx, pred, run.pool, os.Stdout)
+			// As llama-perplexity: the running perplexity after each chunk,
+			// "[1]x,[2]y,...", then the final estimate with its uncertainty.
+			r, err := run.m.ComputePerplexityChunks(run.text, nctx, chunks, pred, run.pool, os.Stdout)
 			if err != nil {
 				return fmt.Errorf("%s: %v", file, err)
 			}
-			fmt.Printf("Final estimate: PPL = %.4f +/- %.5f (%d windows of %d tokens, %d tokens scored)\n", r.PPL, r.StdErr, len(r.Windows), nctx, r.Scored)
+			fmt.Printf("%d chunks of %d tokens, %d of %d tokens scored\n", len(r.Windows), nctx, r.Scored, r.Tokens)
+			fmt.Printf("Final estimate: PPL = %.4f +/- %.5f\n", r.PPL, r.StdErr)
 			return nil
 		},
 	}
 	mf.add(c)
 	c.Flags().StringVarP(&file, "file", "f", "", "text file to score")
 	c.Flags().IntVarP(&nctx, "ctx-size", "c", 512, "window size in tokens (0: the model's context, at most 4096)")
+	c.Flags().IntVar(&chunks, "chunks", -1, "score only the first N chunks (windows), as llama-perplexity's --chunks (-1: all)")
 	return c
 }
