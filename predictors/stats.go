@@ -24,6 +24,8 @@ type LayerStats struct {
 	MeanActiveFraction float64   `json:"mean_active_fraction"`
 	NeuronsFor80       int       `json:"neurons_for_80pct_of_activations"`
 	Frequency          []float32 `json:"frequency"`
+
+	entry int // 1 + the entry's position in the file ReadStats read; 0 if not read from one
 }
 
 // NewLayerStats summarises per-neuron activation counts over tokens.
@@ -65,7 +67,8 @@ func ReadStats(path string) (*Stats, error) {
 		return nil, fmt.Errorf("%s: %v", path, err)
 	}
 	unnumbered := true
-	for _, l := range s.Layers {
+	for i, l := range s.Layers {
+		s.Layers[i].entry = i + 1
 		unnumbered = unnumbered && l.Layer == 0 && l.Expert == 0
 	}
 	if unnumbered {
@@ -106,10 +109,19 @@ func WriteStats(path string, s *Stats) error {
 }
 
 // Attach gives each layer its profiled rates; the neuron counts must agree.
+// An error names the entry by its position in the file (ReadStats sorts the
+// entries; a Stats not read from a file is named by its position in Layers)
+// and by its layer and expert.
 func (s *Stats) Attach(path string, layers []*Layer) error {
 	byIndex := map[layerKey]*LayerStats{}
+	pos := map[*LayerStats]int{}
 	for i := range s.Layers {
-		byIndex[layerKey{s.Layers[i].Layer, s.Layers[i].Expert}] = &s.Layers[i]
+		ls := &s.Layers[i]
+		byIndex[layerKey{ls.Layer, ls.Expert}] = ls
+		pos[ls] = i
+		if ls.entry > 0 {
+			pos[ls] = ls.entry - 1
+		}
 	}
 	for _, l := range layers {
 		ls := byIndex[layerKey{l.Index, l.Expert}]
@@ -117,7 +129,7 @@ func (s *Stats) Attach(path string, layers []*Layer) error {
 			return fmt.Errorf("%s: layers: no entry for layer %d expert %d", path, l.Index, l.Expert)
 		}
 		if len(ls.Frequency) != l.NFF {
-			return fmt.Errorf("%s: layers[%d].frequency: %d neurons, the model has %d", path, l.Index, len(ls.Frequency), l.NFF)
+			return fmt.Errorf("%s: layers[%d].frequency: layer %d expert %d has %d neurons, the model has %d", path, pos[ls], ls.Layer, ls.Expert, len(ls.Frequency), l.NFF)
 		}
 		l.Rates = ls.Frequency
 	}
