@@ -31,12 +31,13 @@ type samplingFields struct {
 	// prompt shares with the slot's last one (default true).
 	CachePrompt *bool `json:"cache_prompt"`
 
-	// Asks for more in the response than text, which this server does not
-	// give: refused unless off, so that a client never takes a plain
-	// answer for the one it asked for.
-	Logprobs       logprobsField     `json:"logprobs"`
-	TopLogprobs    *int              `json:"top_logprobs"`
-	Echo           bool              `json:"echo"`
+	// Ask for more in the response than text (outputs checks them).
+	Logprobs    logprobsField `json:"logprobs"`
+	TopLogprobs *int          `json:"top_logprobs"`
+	Echo        bool          `json:"echo"`
+
+	// Ask for what this server does not give: refused unless off, so that
+	// a client never takes a plain answer for the one it asked for.
 	Suffix         string            `json:"suffix"`
 	Tools          []json.RawMessage `json:"tools"`
 	Functions      []json.RawMessage `json:"functions"`
@@ -96,16 +97,19 @@ func (s *stopField) UnmarshalJSON(b []byte) error {
 
 // logprobsField is "logprobs": chat's boolean or the completions' count of
 // top tokens, where 0, as false, asks for none.
-type logprobsField struct{ on bool }
+type logprobsField struct {
+	on    bool
+	isNum bool // given as a number: n
+	n     int
+}
 
 func (l *logprobsField) UnmarshalJSON(b []byte) error {
-	var n int
+	*l = logprobsField{}
 	switch {
 	case isNull(b):
-		l.on = false
 	case json.Unmarshal(b, &l.on) == nil:
-	case json.Unmarshal(b, &n) == nil:
-		l.on = n != 0
+	case json.Unmarshal(b, &l.n) == nil:
+		l.on, l.isNum = l.n != 0, true
 	default:
 		return &fieldError{"logprobs", "logprobs must be a boolean or an integer"}
 	}
@@ -147,7 +151,8 @@ func (c *contentField) UnmarshalJSON(b []byte) error {
 }
 
 // promptField is a completion prompt: a string, a list of one string, or a
-// list of token ids (used as they are, without BOS).
+// list of token ids (used as they are, without BOS), alone or in a list of
+// one.
 type promptField struct {
 	text   string
 	tokens []int
@@ -171,8 +176,15 @@ func (p *promptField) UnmarshalJSON(b []byte) error {
 		p.text = texts[0]
 		return nil
 	}
+	var batch [][]int // one prompt of ids in a batch of one, as lm-evaluation-harness sends it
+	if json.Unmarshal(b, &batch) == nil && len(batch) > 0 {
+		if len(batch) != 1 {
+			return &fieldError{"prompt", "prompt: only one prompt per request is supported"}
+		}
+		b, _ = json.Marshal(batch[0])
+	}
 	if err := json.Unmarshal(b, &p.tokens); err != nil || len(p.tokens) == 0 {
-		return &fieldError{"prompt", "prompt must be a string, an array of one string, or a non-empty array of token ids"}
+		return &fieldError{"prompt", "prompt must be a string, an array of one string, or a non-empty array of token ids (or an array of one such array)"}
 	}
 	return nil
 }
@@ -202,12 +214,12 @@ func newUsage(prompt, completion int, t timings) *usage {
 type timings = engine.Timings
 
 type chatChoice struct {
-	Index        int       `json:"index"`
-	Message      *chatOut  `json:"message,omitempty"`
-	Delta        *chatOut  `json:"delta,omitempty"`
-	Text         *string   `json:"text,omitempty"`
-	Logprobs     *struct{} `json:"logprobs"`
-	FinishReason *string   `json:"finish_reason"`
+	Index        int      `json:"index"`
+	Message      *chatOut `json:"message,omitempty"`
+	Delta        *chatOut `json:"delta,omitempty"`
+	Text         *string  `json:"text,omitempty"`
+	Logprobs     any      `json:"logprobs"` // *legacyLogprobs, *chatLogprobs or null
+	FinishReason *string  `json:"finish_reason"`
 }
 
 type chatOut struct {

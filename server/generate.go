@@ -26,6 +26,9 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	g, e := s.sampling(&req.samplingFields)
+	if e == nil {
+		e = outputs(&g, &req.samplingFields, true)
+	}
 	if e != nil {
 		writeError(w, e)
 		return
@@ -80,6 +83,9 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	g, e := s.sampling(&req.samplingFields)
+	if e == nil {
+		e = outputs(&g, &req.samplingFields, false)
+	}
 	if e != nil {
 		writeError(w, e)
 		return
@@ -103,7 +109,12 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 		writeError(w, e)
 		return
 	}
-	s.generate(w, r, &req.samplingFields, newJob(nil, ids, first, g), false)
+	j := newJob(nil, ids, first, g)
+	j.promptText = req.Prompt.text
+	if req.Prompt.tokens != nil {
+		j.promptText = s.model.Tok.Decode(ids)
+	}
+	s.generate(w, r, &req.samplingFields, j, false)
 }
 
 // generate queues the job and answers with its result, whole or streamed.
@@ -123,10 +134,12 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, f *samplingFie
 		return
 	}
 	var text strings.Builder
+	lw := newLogprobWriter(s.model.Tok, j, chat)
 	for {
-		pieces, fin := j.take()
-		for _, p := range pieces {
+		pieces, lps, fin := j.takeLogprobs()
+		for i, p := range pieces {
 			text.WriteString(p)
+			lw.add(p, lps[i])
 		}
 		if fin != "" {
 			break
@@ -142,7 +155,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, f *samplingFie
 	}
 	_, fin := j.take()
 	out := text.String()
-	choice := chatChoice{FinishReason: &fin}
+	choice := chatChoice{FinishReason: &fin, Logprobs: lw.flush(true)}
 	if chat {
 		choice.Message = &chatOut{Role: "assistant", Content: &out}
 	} else {

@@ -23,9 +23,13 @@ type job struct {
 	prompt     []int
 	firstPiece bool // the output begins the text: drop its dummy-prefix space
 	params     genParams
+	// promptText is the prompt as the client sent it (decoded when sent as
+	// ids): what echo prepends, and where text_offset counts from.
+	promptText string
 
 	mu      sync.Mutex
 	pieces  []string
+	lps     [][]tokenLogprob // each piece's tokens, when logprobs are asked for
 	finish  string
 	err     error
 	tokens  int // generated, EOS excluded
@@ -45,13 +49,15 @@ func (j *job) wake() {
 	}
 }
 
-// emit hands generated text to the handler.
-func (j *job) emit(text string) {
-	if text == "" {
+// emit hands generated text to the handler, with the records of the
+// tokens whose text it completes.
+func (j *job) emit(text string, lps []tokenLogprob) {
+	if text == "" && len(lps) == 0 {
 		return
 	}
 	j.mu.Lock()
 	j.pieces = append(j.pieces, text)
+	j.lps = append(j.lps, lps)
 	j.mu.Unlock()
 	j.wake()
 }
@@ -69,10 +75,17 @@ func (j *job) end(reason string, err error, tokens int, t timings) {
 // take returns the text produced since the last call and, once the job is
 // over, its finish reason.
 func (j *job) take() (pieces []string, finish string) {
+	pieces, _, finish = j.takeLogprobs()
+	return pieces, finish
+}
+
+// takeLogprobs is take with each piece's token records.
+func (j *job) takeLogprobs() (pieces []string, lps [][]tokenLogprob, finish string) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	pieces, j.pieces = j.pieces, nil
-	return pieces, j.finish
+	lps, j.lps = j.lps, nil
+	return pieces, lps, j.finish
 }
 
 // wait blocks until there is news or the client leaves (false). Should the

@@ -96,7 +96,15 @@ type genParams struct {
 	maxName string
 	stops   []string
 	cache   bool // reuse the slot's cached prefix
+
+	logprobs bool // report each token's log-probability (logprobs.go)
+	topN     int  // and the topN likeliest tokens at its position
+	echo     bool // the prompt's text comes first (completions' echo)
 }
+
+// promptLogprobs says the prompt's tokens are reported too (echo with
+// logprobs), which needs the logits of every prompt position.
+func (g *genParams) promptLogprobs() bool { return g.echo && g.logprobs }
 
 // sampling validates the fields and fills in llama.cpp's defaults for the
 // absent ones.
@@ -152,8 +160,10 @@ func (s *Server) sampling(f *samplingFields) (genParams, *apiError) {
 		mt, name = f.MaxCompletion, "max_completion_tokens"
 	}
 	if mt != nil {
-		if *mt < 1 {
-			return g, badRequest(name, "invalid_value", "%s must be at least 1", name)
+		// 0 with echo scores the prompt and generates nothing, as
+		// OpenAI's and llama-server's (lm-evaluation-harness asks so).
+		if *mt < 1 && !(*mt == 0 && f.Echo) {
+			return g, badRequest(name, "invalid_value", "%s must be at least 1 (or 0 with echo)", name)
 		}
 		g.maxTokens, g.maxName = *mt, name
 	}
@@ -177,9 +187,6 @@ func unsupported(f *samplingFields) *apiError {
 		name string
 		on   bool
 	}{
-		{"logprobs", f.Logprobs.on},
-		{"top_logprobs", f.TopLogprobs != nil && *f.TopLogprobs != 0},
-		{"echo", f.Echo},
 		{"suffix", f.Suffix != ""},
 		{"tools", len(f.Tools) > 0},
 		{"functions", len(f.Functions) > 0},
@@ -195,8 +202,58 @@ func unsupported(f *samplingFields) *apiError {
 	return nil
 }
 
+// outputs validates what the response carries beside the text: logprobs
+// and, for completions, echo. The chat endpoint takes logprobs as a boolean
+// and top_logprobs as the count of alternatives; completions take logprobs
+// as that count (0: none, as llama-server's n_probs) and no top_logprobs.
+func outputs(g *genParams, f *samplingFields, chat bool) *apiError {
+	lp := f.Logprobs
+	rangeErr := func(name string, n int) *apiError {
+		return badRequest(name, "invalid_value", "%s must be between 0 and %d, not %d", name, maxTopLogprobs, n)
+	}
+	if chat {
+		if f.Echo {
+			return badRequest("echo", "unsupported_value", "echo is not supported on /v1/chat/completions (it is a field of /v1/completions)")
+		}
+		if lp.isNum && lp.n != 0 {
+			return badRequest("logprobs", "invalid_type", "logprobs must be a boolean on /v1/chat/completions (top_logprobs sets how many alternatives)")
+		}
+		g.logprobs = lp.on
+		if t := f.TopLogprobs; t != nil {
+			if *t < 0 || *t > maxTopLogprobs {
+				return rangeErr("top_logprobs", *t)
+			}
+			if *t > 0 && !lp.on {
+				return badRequest("top_logprobs", "invalid_value", "top_logprobs needs logprobs set to true")
+			}
+			g.topN = *t
+		}
+		return nil
+	}
+	if f.TopLogprobs != nil && *f.TopLogprobs != 0 {
+		return badRequest("top_logprobs", "unsupported_value", "top_logprobs is not supported on /v1/completions: logprobs is the number of alternatives there")
+	}
+	if lp.on && !lp.isNum {
+		return badRequest("logprobs", "invalid_type", "logprobs must be an integer from 0 to %d on /v1/completions, not true", maxTopLogprobs)
+	}
+	if lp.n < 0 || lp.n > maxTopLogprobs {
+		return rangeErr("logprobs", lp.n)
+	}
+	g.logprobs, g.topN, g.echo = lp.n > 0, lp.n, f.Echo
+	if g.promptLogprobs() {
+		// Scoring the prompt needs the logits of each of its positions,
+		// which a reused cache has not kept: such a request runs its
+		// prompt whole (and the slot keeps it for later requests).
+		g.cache = false
+	}
+	return nil
+}
+
 // fit checks a tokenized prompt and max_tokens against the slot context.
 func (s *Server) fit(g *genParams, nPrompt int, promptParam string) *apiError {
+	if g.maxTokens == 0 && nPrompt <= s.nctx {
+		return nil // the prompt is scored, nothing generated
+	}
 	if nPrompt >= s.nctx {
 		return badRequest(promptParam, "context_length_exceeded",
 			"the prompt has %d tokens but the context is %d tokens (at least one must be left to generate)", nPrompt, s.nctx)

@@ -104,7 +104,7 @@ func TestSeedMinusOneIsRandom(t *testing.T) {
 
 // Fields that ask for something in the response this server does not give
 // are refused, like n and the OpenAI penalties, rather than ignored; their
-// off values are accepted.
+// off values are accepted. (logprobs and echo: logprobs_test.go.)
 func TestUnsupportedResponseFieldsRefused(t *testing.T) {
 	_, url := start(t, Config{})
 	const (
@@ -114,11 +114,8 @@ func TestUnsupportedResponseFieldsRefused(t *testing.T) {
 		prm  = `"prompt":"ROMEO:","max_tokens":2`
 	)
 	refused := []struct{ path, fields, param string }{
-		{chat, `"logprobs":true`, "logprobs"},
-		{cmpl, `"logprobs":3`, "logprobs"},
-		{chat, `"logprobs":true,"top_logprobs":2`, "logprobs"},
-		{chat, `"top_logprobs":2`, "top_logprobs"},
-		{cmpl, `"echo":true`, "echo"},
+		{chat, `"echo":true`, "echo"},
+		{cmpl, `"top_logprobs":2`, "top_logprobs"},
 		{cmpl, `"suffix":"END"`, "suffix"},
 		{chat, `"tools":[{"type":"function","function":{"name":"f","parameters":{}}}]`, "tools"},
 		{chat, `"functions":[{"name":"f","parameters":{}}]`, "functions"},

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/pinfer/pinfer/graph"
+	"github.com/pinfer/pinfer/ops"
 	"github.com/pinfer/pinfer/sample"
 	"github.com/pinfer/pinfer/tokenizer"
 )
@@ -24,6 +25,13 @@ type slot struct {
 	used    int // when its last request came: the least recent is reused first
 	t       timings
 	started time.Time // of generation, after the prompt
+
+	// With logprobs: the record of the token being accepted, and those
+	// whose text has not all been sent yet; decoded and sent count the
+	// bytes the tokenizer stream gave and those the stop check let out.
+	lp            tokenLogprob
+	pend          []tokenLogprob
+	decoded, sent int
 }
 
 // loop is the scheduler: the one goroutine that runs the model. Each turn it
@@ -121,6 +129,7 @@ func (s *Server) freeSlot(j *job) *slot {
 
 func (s *Server) prefill(sl *slot, j *job) {
 	sl.job, sl.n = j, 0
+	sl.pend, sl.decoded, sl.sent = sl.pend[:0], 0, 0
 	s.requests++
 	sl.used = s.requests
 	s.metrics.slotsBusy.Add(1)
@@ -138,16 +147,58 @@ func (s *Server) prefill(sl *slot, j *job) {
 	sl.stop = stopper{stops: j.params.stops}
 	sl.t = timings{PromptN: len(j.prompt) - cached, CacheN: cached}
 	start := time.Now()
-	logits, err := s.runner.Forward([]*graph.Session{sl.sess}, [][]int{j.prompt[cached:]}, false)
+	// Scoring the prompt needs every position's logits (and no cache:
+	// outputs turned it off).
+	all := j.params.promptLogprobs()
+	logits, err := s.runner.Forward([]*graph.Session{sl.sess}, [][]int{j.prompt[cached:]}, all)
 	if err != nil {
 		s.release(sl, finishError, err)
 		return
 	}
 	sl.t.PromptMs = msSince(start)
 	s.metrics.promptTokens.Add(int64(len(j.prompt) - cached))
-	id := sl.smp.Sample(logits.Data)
+	last := logits.Data
+	if all {
+		last = logits.Row(logits.Rows - 1)
+	}
+	if j.params.echo {
+		var lps []tokenLogprob
+		if all {
+			lps = s.promptLogprobs(j, logits)
+		}
+		j.emit(j.promptText, lps)
+	}
+	if j.params.maxTokens == 0 { // echo alone: the prompt scored, nothing generated
+		s.release(sl, finishLength, nil)
+		return
+	}
+	id := sl.smp.Sample(last)
+	if j.params.logprobs {
+		sl.lp = logprobOf(last, id, j.params.topN)
+	}
 	sl.started = time.Now() // eval times the passes after the prompt's, as run does
 	s.accept(sl, id)
+}
+
+// promptLogprobs scores the prompt from its positions' logits (a row per
+// prompt token): each token after the first by the row before it, on the
+// workers side by side.
+func (s *Server) promptLogprobs(j *job, logits *ops.Tensor) []tokenLogprob {
+	lps := make([]tokenLogprob, len(j.prompt))
+	s.pool.Run(len(j.prompt)-1, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			lps[i+1] = logprobOf(logits.Row(i), j.prompt[i+1], j.params.topN)
+		}
+	})
+	lps[0].none = true
+	// Offsets index the prompt decoded as a whole (tokenizer.Decode).
+	st := s.model.Tok.NewStream(true)
+	off := 0
+	for i, id := range j.prompt {
+		lps[i].id, lps[i].prompt, lps[i].off = id, true, off
+		off += len(st.Add(id))
+	}
+	return lps
 }
 
 // step feeds every busy slot its last sampled token in one batch and
@@ -173,7 +224,11 @@ func (s *Server) step(busy []*slot) {
 	ids := make([]int, len(busy))
 	s.pool.Run(len(busy), func(lo, hi int) {
 		for k := lo; k < hi; k++ {
-			ids[k] = busy[k].smp.Sample(logits.Row(k))
+			sl := busy[k]
+			ids[k] = sl.smp.Sample(logits.Row(k))
+			if p := sl.job.params; p.logprobs {
+				sl.lp = logprobOf(logits.Row(k), ids[k], p.topN)
+			}
 		}
 	})
 	for k, sl := range busy {
@@ -187,33 +242,81 @@ func (s *Server) step(busy []*slot) {
 func (s *Server) accept(sl *slot, id int) {
 	j := sl.job
 	if s.model.Tok.EndsText(id) { // EOS, or a chat model's end of turn
-		text, hit := sl.stop.add(sl.stream.Flush())
-		j.emit(text)
-		if !hit {
-			j.emit(sl.stop.flush())
-		}
-		s.release(sl, finishStop, nil)
+		s.record(sl, "")
+		s.end(sl, finishStop)
 		return
 	}
 	sl.n++
 	s.metrics.predicted.Add(1)
 	sl.smp.Accept(id)
-	text, hit := sl.stop.add(sl.stream.Add(id))
-	j.emit(text)
-	if hit {
+	piece := sl.stream.Add(id)
+	s.record(sl, piece)
+	if s.send(sl, piece) {
 		s.release(sl, finishStop, nil)
 		return
 	}
 	if sl.n == j.params.maxTokens || sl.sess.Pos() >= sl.sess.NCtx() {
-		text, hit := sl.stop.add(sl.stream.Flush())
-		j.emit(text)
-		if !hit {
-			j.emit(sl.stop.flush())
-		}
-		s.release(sl, finishLength, nil)
+		s.end(sl, finishLength)
 		return
 	}
 	sl.next = id
+}
+
+// record keeps the logprobs of the token just accepted, whose decoding
+// added piece, until its text is sent.
+func (s *Server) record(sl *slot, piece string) {
+	if !sl.job.params.logprobs {
+		return
+	}
+	t := sl.lp
+	t.off = sl.decoded
+	sl.decoded += len(piece)
+	t.end = sl.decoded
+	sl.pend = append(sl.pend, t)
+}
+
+// send passes decoded text through the stop check and emits what may go
+// out, with the records of the tokens whose text it completes; true when it
+// hit a stop string. The tokens cut off with a stop string are dropped with
+// it: a token is reported when some of its text is in the answer.
+func (s *Server) send(sl *slot, decoded string) (hit bool) {
+	text, hit := sl.stop.add(decoded)
+	s.out(sl, text, hit)
+	return hit
+}
+
+func (s *Server) out(sl *slot, text string, cut bool) {
+	sl.sent += len(text)
+	k := 0
+	for k < len(sl.pend) && (sl.pend[k].end <= sl.sent || cut && sl.pend[k].off < sl.sent) {
+		k++
+	}
+	var ready []tokenLogprob
+	if k > 0 {
+		ready = append(ready, sl.pend[:k]...)
+	}
+	sl.pend = append(sl.pend[:0], sl.pend[k:]...)
+	if cut {
+		sl.pend = sl.pend[:0]
+	}
+	sl.job.emit(text, ready)
+}
+
+// end flushes the text held back (an unfinished character, the start of a
+// stop string that did not come) and releases the slot.
+func (s *Server) end(sl *slot, reason string) {
+	rest := sl.stream.Flush()
+	sl.decoded += len(rest)
+	if s.send(sl, rest) {
+		s.release(sl, reason, nil)
+		return
+	}
+	held := sl.stop.flush()
+	// Everything is out now: so are the records left.
+	sl.sent += len(held)
+	sl.job.emit(held, sl.pend)
+	sl.pend = nil
+	s.release(sl, reason, nil)
 }
 
 // release ends the slot's request and frees the slot.

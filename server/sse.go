@@ -7,7 +7,8 @@ import (
 )
 
 // stream answers by server-sent events as OpenAI does: a chunk per piece of
-// text (choices[0].delta.content for chat, choices[0].text otherwise), a
+// text (choices[0].delta.content for chat, choices[0].text otherwise, with
+// choices[0].logprobs of its tokens when asked for), a
 // last chunk with finish_reason (and llama.cpp's timings), a usage chunk
 // when asked for, then "data: [DONE]". A request that fails midway gets an
 // {"error": ...} event instead and the stream ends.
@@ -44,12 +45,17 @@ func (s *Server) stream(w http.ResponseWriter, j *job, head completion, chat boo
 	if chat && !send(chunk(new(string), "assistant", nil)) {
 		return
 	}
+	lw := newLogprobWriter(s.model.Tok, j, chat)
 	var fin string
 	for {
 		var pieces []string
-		pieces, fin = j.take()
-		for _, p := range pieces {
-			if !send(chunk(&p, "", nil)) {
+		var lps [][]tokenLogprob
+		pieces, lps, fin = j.takeLogprobs()
+		for i, p := range pieces {
+			c := chunk(&p, "", nil)
+			lw.add(p, lps[i])
+			c.Choices[0].Logprobs = lw.flush(false)
+			if !send(c) {
 				return
 			}
 		}
