@@ -116,6 +116,9 @@ func (m *Model) Generate(opt Options) (*Result, error) {
 		sess = m.NewSession(nctx, pool)
 	} else {
 		cached = sess.Reuse(res.PromptTokens)
+		// Result.Stats are this call's, as a new session's would be, not
+		// the kept session's totals over its earlier calls.
+		sess.Runner().Stats = graph.NewStats(m.Prog)
 	}
 	sess.SetPredictor(opt.Predictor)
 	smp := sample.New(opt.Sample)

@@ -103,10 +103,11 @@ func (s *Server) admit() {
 }
 
 // freeSlot picks the free slot whose cache holds the most of j's prompt,
-// if that is more than half of it, else the one least recently used, so
-// that each conversation's cache lasts as long as it can: a few shared
-// template tokens do not take another conversation's slot. llama-server
-// picks by the same rules (--slot-prompt-similarity 0.5).
+// if that is more than half of what the slot holds (its conversation goes
+// on), else the one least recently used, so that each conversation's cache
+// lasts as long as it can: a shared system prompt does not take another
+// conversation's slot. llama-server picks by the same rules
+// (--slot-prompt-similarity 0.5).
 func (s *Server) freeSlot(j *job) *slot {
 	var best *slot
 	bestN := -1
@@ -116,7 +117,7 @@ func (s *Server) freeSlot(j *job) *slot {
 		}
 		n := 0
 		if j != nil && j.params.cache {
-			if n = sl.sess.Common(j.prompt); 2*n <= len(j.prompt) {
+			if n = sl.sess.Common(j.prompt); 2*n <= sl.sess.Pos() {
 				n = 0
 			}
 		}

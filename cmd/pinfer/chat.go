@@ -19,11 +19,12 @@ import (
 // model's chat template, and the one session keeps its cache across
 // turns, so a turn runs only the tokens that are new.
 type conversation struct {
-	m     *engine.Model
-	chat  *server.Chat
-	opt   engine.Options // the sampling, predictor and -n of every turn
-	msgs  []server.ChatMessage
-	total engine.Timings
+	m       *engine.Model
+	chat    *server.Chat
+	opt     engine.Options // the sampling, predictor and -n of every turn
+	msgs    []server.ChatMessage
+	replies int // generated so far
+	total   engine.Timings
 }
 
 func runConversation(m *engine.Model, opt engine.Options, template, system, first string, in io.Reader, out io.Writer) error {
@@ -44,10 +45,17 @@ func runConversation(m *engine.Model, opt engine.Options, template, system, firs
 	if w := m.PastTraining(opt.Session.NCtx()); w != "" {
 		fmt.Fprintln(os.Stderr, w)
 	}
+	// llama-cli renders the system prompt as it starts: a template that
+	// refuses it fails now, before the user has typed a turn.
+	if system != "" {
+		if _, err := chat.Prompt(c.msgs); err != nil {
+			return fmt.Errorf("chat template: %v", err)
+		}
+	}
 	r := bufio.NewReader(in)
-	for turn := 0; ; turn++ {
+	for asked := false; ; {
 		user := first
-		if turn > 0 || first == "" {
+		if asked || first == "" {
 			fmt.Fprint(out, "\n> ")
 			if user, err = readTurn(r); err != nil {
 				c.summary()
@@ -57,12 +65,17 @@ func runConversation(m *engine.Model, opt engine.Options, template, system, firs
 				return err
 			}
 			if strings.TrimSpace(user) == "" {
-				continue
+				continue // no turn: the model is not asked
 			}
 		} else {
 			fmt.Fprintf(out, "> %s\n", user)
 		}
-		full, err := c.reply(user, turn, out)
+		asked = true
+		full, err := c.reply(user, out)
+		if errors.Is(err, errTurnTooLong) {
+			fmt.Fprintf(os.Stderr, "%v\n", err)
+			continue
+		}
 		if err != nil {
 			return err
 		}
@@ -73,6 +86,10 @@ func runConversation(m *engine.Model, opt engine.Options, template, system, firs
 		}
 	}
 }
+
+// errTurnTooLong is a turn that, with the conversation before it, does
+// not fit in the context: it is dropped, and the conversation goes on.
+var errTurnTooLong = errors.New("this turn does not fit in the context")
 
 // readTurn reads one turn: a line, and the lines after it while each ends
 // in a backslash.
@@ -97,21 +114,30 @@ func readTurn(r *bufio.Reader) (string, error) {
 }
 
 // reply adds the user's turn, generates the assistant's and adds it; full
-// says the context ran out.
-func (c *conversation) reply(user string, turn int, out io.Writer) (full bool, err error) {
-	c.msgs = append(c.msgs, server.ChatMessage{Role: "user", Content: user})
-	text, err := c.chat.Prompt(c.msgs)
+// says the context ran out. A turn that does not fit is not added
+// (errTurnTooLong).
+func (c *conversation) reply(user string, out io.Writer) (full bool, err error) {
+	msgs := append(c.msgs, server.ChatMessage{Role: "user", Content: user})
+	text, err := c.chat.Prompt(msgs)
 	if err != nil {
 		return false, fmt.Errorf("chat template: %v", err)
 	}
 	opt := c.opt
 	opt.PromptIDs = server.EncodeChat(c.m.Tok, text)
-	opt.Sample.Seed += uint64(turn) // one seed per conversation, not the same draws each turn
+	if nctx := opt.Session.NCtx(); len(opt.PromptIDs) >= nctx {
+		return false, fmt.Errorf("%w: the conversation with it is %d tokens, the context %d (say less, or start again with a larger -c)", errTurnTooLong, len(opt.PromptIDs), nctx)
+	}
+	// Reply k draws with seed+k: one seed per conversation, not the same
+	// draws each turn, and a reply is what run draws for the conversation
+	// so far with that seed.
+	opt.Sample.Seed += uint64(c.replies)
 	opt.OnText = func(s string) { fmt.Fprint(out, s) }
 	res, err := c.m.Generate(opt)
 	if err != nil {
 		return false, err
 	}
+	c.replies++
+	c.msgs = msgs
 	c.msgs = append(c.msgs, server.ChatMessage{Role: "assistant", Content: res.Text})
 	t := &c.total
 	t.CacheN += res.Timings.CacheN

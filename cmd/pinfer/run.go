@@ -268,7 +268,7 @@ func runCmd() *cobra.Command {
 	fl.IntVar(&sp.RepeatLastN, "repeat-last-n", sp.RepeatLastN, "how many recent tokens the repeat penalty sees (0: none, -1: all)")
 	fl.BoolVar(&asJSON, "json", false, "print one JSON object instead of text")
 	fl.IntVar(&topLogits, "top-logits", 0, "with --json: the K largest logits at the last prompt position")
-	fl.BoolVar(&cnv, "conversation", false, "chat (-cnv, as llama-cli): read turns from standard input, a line each (end a line with \\ to go on), and reply with the model's chat template; -p is the first turn, -n caps each reply, Ctrl-D ends")
+	fl.BoolVar(&cnv, "conversation", false, "chat (-cnv, as llama-cli): read turns from standard input, a line each (end a line with \\ to go on), and reply with the model's chat template; -p is the first turn, -n caps each reply, reply k draws with --seed plus k, a turn too long for the context left is refused, Ctrl-D ends")
 	fl.StringVar(&system, "system-prompt", "", "with --conversation: the system message (-sys)")
 	fl.StringVar(&templateFile, "chat-template-file", "", "with --conversation: a Jinja chat template to use instead of the model's tokenizer.chat_template")
 	return c
