@@ -10,10 +10,11 @@ import (
 )
 
 // FuzzAPI: any request body to any POST endpoint gets either a 200 with a
-// JSON answer (an SSE stream of JSON events when it asks to stream) or a 4xx
-// error in OpenAI's shape, never a 5xx.
+// JSON answer (an SSE stream of JSON events, or ollama's NDJSON lines, when
+// it asks to stream) or a 4xx error in its API's shape, never a 5xx.
 func FuzzAPI(f *testing.F) {
-	paths := []string{"/v1/completions", "/v1/chat/completions", "/tokenize", "/detokenize"}
+	paths := []string{"/v1/completions", "/v1/chat/completions", "/tokenize", "/detokenize", "/apply-template",
+		"/api/generate", "/api/chat", "/api/show"}
 	for _, b := range []string{
 		`{"prompt":"ROMEO:","max_tokens":4}`,
 		`{"prompt":[1, 2, 3],"max_tokens":2,"stream":true,"stop":["\n"]}`,
@@ -24,6 +25,11 @@ func FuzzAPI(f *testing.F) {
 		`{"prompt":"a","max_tokens":1.5}`,
 		`{"messages":[{"role":"wizard","content":"hi"}]}`,
 		`{"prompt":"a","logprobs":3,"top_p":0.5,"top_k":4,"max_tokens":2}`,
+		`{"prompt":"ROMEO: hi","echo":true,"logprobs":1,"max_tokens":0}`,
+		`{"messages":[{"role":"user","content":"hi"}],"logprobs":true,"top_logprobs":2,"max_tokens":2,"stream":true}`,
+		`{"model":"shakespeare-relu-6m-f16","prompt":"hi","options":{"num_predict":3,"temperature":0}}`,
+		`{"model":"shakespeare-relu-6m-f16:latest","messages":[{"role":"user","content":"hi"}],"stream":false,"options":{"num_predict":2,"num_ctx":32}}`,
+		`{"model":"shakespeare-relu-6m-f16","prompt":"hi","raw":true,"stream":true,"options":{"num_predict":2,"stop":["\n"]}}`,
 	} {
 		for i := range paths {
 			f.Add(uint8(i), b)
@@ -41,7 +47,21 @@ func FuzzAPI(f *testing.F) {
 		w := httptest.NewRecorder()
 		s.ServeHTTP(w, req)
 		out := w.Body.String()
+		ollama := strings.HasPrefix(path, "/api/")
 		switch {
+		case w.Code == http.StatusOK && strings.HasPrefix(w.Header().Get("Content-Type"), "application/x-ndjson"):
+			for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+				if !json.Valid([]byte(line)) {
+					t.Fatalf("POST %s %q: NDJSON line is not JSON: %q", path, body, line)
+				}
+			}
+		case w.Code >= 400 && w.Code < 500 && ollama:
+			var e struct {
+				Error string `json:"error"`
+			}
+			if json.Unmarshal([]byte(out), &e) != nil || e.Error == "" {
+				t.Fatalf("POST %s %q: %d without an ollama error: %q", path, body, w.Code, out)
+			}
 		case w.Code == http.StatusOK && strings.HasPrefix(w.Header().Get("Content-Type"), "text/event-stream"):
 			sc := bufio.NewScanner(strings.NewReader(out))
 			sc.Buffer(nil, 1<<20)
