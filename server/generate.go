@@ -113,6 +113,10 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 	j.promptText = req.Prompt.text
 	if req.Prompt.tokens != nil {
 		j.promptText = s.model.Tok.Decode(ids)
+	} else {
+		// Encode put BOS first (or the empty prompt is BOS alone).
+		bos := s.model.Tok.BOS()
+		j.bosAdded = bos >= 0 && ids[0] == bos && (req.Prompt.text == "" || s.model.Tok.Vocab().AddBOS)
 	}
 	s.generate(w, r, &req.samplingFields, j, false)
 }

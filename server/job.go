@@ -26,6 +26,9 @@ type job struct {
 	// promptText is the prompt as the client sent it (decoded when sent as
 	// ids): what echo prepends, and where text_offset counts from.
 	promptText string
+	// bosAdded: prompt[0] is the BOS the server put before a text prompt,
+	// not a token the client sent, and echo leaves it out (logprobs.go).
+	bosAdded bool
 
 	mu      sync.Mutex
 	pieces  []string

@@ -242,31 +242,33 @@ func TestLogprobsEchoScoresPrompt(t *testing.T) {
 		require.Equal(t, float64(len(ids)), u["prompt_tokens"])
 		require.Equal(t, 0.0, u["completion_tokens"])
 		require.Equal(t, 0.0, u["prompt_tokens_details"].(map[string]any)["cached_tokens"], "round %d", round)
+		// The echo is the text's tokens, without the BOS the server put
+		// before them (review2_test.go says why): token k is ids[k+1].
 		l := asLegacy(t, ch["logprobs"])
-		require.Len(t, l.Tokens, len(ids))
+		require.Len(t, l.Tokens, len(ids)-1)
 		require.Nil(t, l.TokenLogprobs[0])
 		require.Nil(t, l.TopLogprobs[0])
 		for i := 1; i < len(ids); i++ {
 			want := logSoftmax64(rows[i-1])
-			require.Equal(t, tokenString(tok, ids[i]), l.Tokens[i])
-			require.InDelta(t, want[ids[i]], *l.TokenLogprobs[i], 1e-4, "token %d", i)
+			k := i - 1
+			require.Equal(t, tokenString(tok, ids[i]), l.Tokens[k])
+			rs := []rune(prompt)
+			if k == 0 {
+				require.Equal(t, 0, l.TextOffset[0])
+				continue
+			}
+			require.InDelta(t, want[ids[i]], *l.TokenLogprobs[k], 1e-4, "token %d", i)
 			best := 0
 			for k := range want {
 				if want[k] > want[best] {
 					best = k
 				}
 			}
-			require.InDelta(t, want[best], maxOf(l.TopLogprobs[i]), 1e-4, "token %d", i)
-			require.Contains(t, l.TopLogprobs[i], l.Tokens[i])
-			// The offset indexes the echoed text (the first token's
-			// dummy-prefix space is not in it).
-			rs := []rune(prompt)
-			want1 := l.Tokens[i]
-			if i == 1 {
-				want1 = strings.TrimPrefix(want1, " ")
-			}
-			require.True(t, strings.HasPrefix(string(rs[l.TextOffset[i]:]), want1),
-				"token %d %q at %d", i, l.Tokens[i], l.TextOffset[i])
+			require.InDelta(t, want[best], maxOf(l.TopLogprobs[k]), 1e-4, "token %d", i)
+			require.Contains(t, l.TopLogprobs[k], l.Tokens[k])
+			// The offset indexes the echoed text.
+			require.True(t, strings.HasPrefix(string(rs[l.TextOffset[k]:]), l.Tokens[k]),
+				"token %d %q at %d", i, l.Tokens[k], l.TextOffset[k])
 		}
 	}
 
@@ -276,13 +278,13 @@ func TestLogprobsEchoScoresPrompt(t *testing.T) {
 	code, out := post(t, url+"/v1/completions", mustJSON(map[string]any{"prompt": prompt, "echo": true, "logprobs": 1, "max_tokens": 1, "temperature": 0}))
 	require.Equal(t, 200, code, out)
 	l := asLegacy(t, choice0(t, out)["logprobs"])
-	require.Len(t, l.Tokens, len(ids)+1)
+	require.Len(t, l.Tokens, len(ids)-1+1)
 	last := logSoftmax64(rows[len(ids)-1])
 	best := math.Inf(-1)
 	for _, v := range last {
 		best = math.Max(best, v)
 	}
-	require.InDelta(t, best, *l.TokenLogprobs[len(ids)], 1e-4) // greedy: the likeliest
+	require.InDelta(t, best, *l.TokenLogprobs[len(ids)-1], 1e-4) // greedy: the likeliest
 	require.True(t, strings.HasPrefix(completionText(t, out), prompt))
 	code, out = post(t, url+"/v1/completions", mustJSON(map[string]any{"prompt": prompt, "max_tokens": 1}))
 	require.Equal(t, 200, code, out)
@@ -306,10 +308,18 @@ func TestLogprobsEchoScoresPrompt(t *testing.T) {
 	code, out = post(t, url+"/v1/completions", mustJSON(map[string]any{"prompt": [][]int{ids, ids}}))
 	require.Equal(t, 400, code, out)
 
-	// An empty prompt is BOS alone, which nothing predicts.
+	// An empty prompt is BOS alone, which the server put there: no token
+	// of the text to echo.
 	code, out = post(t, url+"/v1/completions", `{"prompt":"","echo":true,"logprobs":1,"max_tokens":0}`)
 	require.Equal(t, 200, code, out)
 	require.Equal(t, "", completionText(t, out))
+	l = asLegacy(t, choice0(t, out)["logprobs"])
+	require.Empty(t, l.Tokens)
+	require.Empty(t, l.TokenLogprobs)
+	require.Empty(t, l.TextOffset)
+	// BOS sent as an id is the client's, and echoed.
+	code, out = post(t, url+"/v1/completions", mustJSON(map[string]any{"prompt": []int{tok.BOS()}, "echo": true, "logprobs": 1, "max_tokens": 0}))
+	require.Equal(t, 200, code, out)
 	l = asLegacy(t, choice0(t, out)["logprobs"])
 	require.Equal(t, []string{tokenString(tok, tok.BOS())}, l.Tokens)
 	require.Equal(t, []*float64{nil}, l.TokenLogprobs)

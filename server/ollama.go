@@ -16,8 +16,11 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
+	"math"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -44,6 +47,14 @@ func (s *Server) ollamaRoutes() {
 	// server, and it says nothing about the model.
 	s.mux.HandleFunc("GET /api/version", s.ollamaVersion)
 	s.mux.HandleFunc("/api/", s.ollamaNotFound)
+	// ollama answers GET and HEAD / with this text, and its clients (the
+	// ollama CLI, Open WebUI's connection check, editor plugins) probe it
+	// to find a server before anything else; no key, as ollama asks none.
+	// A GET pattern serves HEAD too.
+	s.mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		io.WriteString(w, "Ollama is running")
+	})
 }
 
 // ollamaAuth is auth with ollama's error shape: the same key, checked the
@@ -89,7 +100,9 @@ type ollamaRequest struct {
 	// Format asks for JSON ("json" or a schema): refused, as the OpenAI
 	// side refuses response_format json, since nothing constrains the text.
 	Format json.RawMessage `json:"format"`
-	// KeepAlive is ignored: the model stays loaded as long as the server.
+	// KeepAlive: the model stays loaded as long as the server, whatever
+	// it says; only its 0 with nothing to generate, ollama's request to
+	// unload, is answered as ollama answers it (done_reason "unload").
 	KeepAlive   json.RawMessage `json:"keep_alive"`
 	Think       json.RawMessage `json:"think"`
 	Logprobs    bool            `json:"logprobs"`
@@ -140,6 +153,72 @@ type ollamaOptions struct {
 	TypicalP         *float64  `json:"typical_p"`
 	TfsZ             *float64  `json:"tfs_z"`
 	Mirostat         *float64  `json:"mirostat"`
+}
+
+// UnmarshalJSON reads options as ollama does (api.Options.FromMap): an
+// integer option takes any JSON number, truncated ("num_ctx": 2048.0 is
+// 2048, as Python clients often send it), a number option takes a number,
+// null leaves an option unset, and unknown options are ignored; a value of
+// another type is refused with ollama's message.
+func (o *ollamaOptions) UnmarshalJSON(b []byte) error {
+	*o = ollamaOptions{}
+	if isNull(b) {
+		return nil
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(b, &m); err != nil {
+		return &fieldError{"options", "options must be an object"}
+	}
+	ints := map[string]**int{"top_k": &o.TopK, "num_predict": &o.NumPredict, "repeat_last_n": &o.RepeatLastN, "num_ctx": &o.NumCtx}
+	floats := map[string]**float64{"temperature": &o.Temperature, "top_p": &o.TopP, "min_p": &o.MinP,
+		"repeat_penalty": &o.RepeatPenalty, "presence_penalty": &o.PresencePenalty, "frequency_penalty": &o.FrequencyPenalty,
+		"typical_p": &o.TypicalP, "tfs_z": &o.TfsZ, "mirostat": &o.Mirostat}
+	for key, raw := range m {
+		if isNull(raw) {
+			continue
+		}
+		if key == "stop" {
+			if err := json.Unmarshal(raw, &o.Stop); err != nil {
+				return &fieldError{"stop", fmt.Sprintf("option %q must be of an array of strings", key)}
+			}
+			continue
+		}
+		dst, isInt := ints[key]
+		fdst, isFloat := floats[key]
+		if !isInt && !isFloat && key != "seed" {
+			continue
+		}
+		var num json.Number // which takes "5" too, where ollama wants a number
+		if err := json.Unmarshal(raw, &num); err != nil || raw[0] == '"' {
+			if isFloat {
+				return &fieldError{key, fmt.Sprintf("option %q must be of type float32", key)}
+			}
+			return &fieldError{key, fmt.Sprintf("option %q must be of type integer", key)}
+		}
+		if isFloat {
+			f, _ := num.Float64()
+			*fdst = &f
+			continue
+		}
+		n, err := num.Int64()
+		if err != nil { // a fraction or an exponent: truncated, as ollama does
+			f, _ := num.Float64()
+			if math.IsInf(f, 0) || math.Abs(f) > math.MaxInt64 {
+				return &fieldError{key, fmt.Sprintf("option %q is out of range: %s", key, num)}
+			}
+			n = int64(f)
+		}
+		if key == "seed" {
+			o.Seed = &n
+			continue
+		}
+		if n != int64(int(n)) {
+			return &fieldError{key, fmt.Sprintf("option %q is out of range: %s", key, num)}
+		}
+		v := int(n)
+		*dst = &v
+	}
+	return nil
 }
 
 // ollamaParams turns a request's options into a job's parameters.
@@ -305,7 +384,7 @@ func (s *Server) ollamaGenerate(w http.ResponseWriter, r *http.Request) {
 	}
 	if req.Prompt == "" && req.System == "" {
 		// ollama loads the model and answers at once; it is loaded already.
-		s.ollamaLoaded(w, req.Model, false)
+		s.ollamaLoaded(w, req.Model, false, keepAliveZero(req.KeepAlive))
 		return
 	}
 	var ids []int
@@ -353,7 +432,7 @@ func (s *Server) ollamaChat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if len(req.Messages) == 0 {
-		s.ollamaLoaded(w, req.Model, true)
+		s.ollamaLoaded(w, req.Model, true, keepAliveZero(req.KeepAlive))
 		return
 	}
 	in := make([]chatMessage, len(req.Messages))
@@ -398,9 +477,15 @@ func (s *Server) ollamaChatIDs(msgs []ChatMessage) ([]int, *apiError) {
 }
 
 // ollamaLoaded is ollama's answer to a request with nothing to generate,
-// which loads the model: done at once, done_reason "load".
-func (s *Server) ollamaLoaded(w http.ResponseWriter, model string, chat bool) {
+// which loads the model: done at once, done_reason "load", or "unload"
+// when keep_alive is 0, ollama's way to unload a model (docs/api.md,
+// "Unload a model"). The model here stays loaded, the server's for its
+// life, but a client asking to unload gets the answer it waits for.
+func (s *Server) ollamaLoaded(w http.ResponseWriter, model string, chat, unload bool) {
 	out := ollamaResponse{Model: model, CreatedAt: ollamaTime(time.Now()), Done: true, DoneReason: "load"}
+	if unload {
+		out.DoneReason = "unload"
+	}
 	empty := ""
 	if chat {
 		out.Message = &ollamaOut{Role: "assistant", Content: ""}
@@ -408,6 +493,23 @@ func (s *Server) ollamaLoaded(w http.ResponseWriter, model string, chat bool) {
 		out.Response = &empty
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// keepAliveZero reports whether keep_alive is 0 as ollama reads it: a
+// number of seconds, or a duration string ("0", "0s", "0m").
+func keepAliveZero(raw json.RawMessage) bool {
+	var v any
+	if json.Unmarshal(raw, &v) != nil {
+		return false
+	}
+	switch v := v.(type) {
+	case float64:
+		return v == 0
+	case string:
+		d, err := time.ParseDuration(v)
+		return err == nil && d == 0
+	}
+	return false
 }
 
 // ollamaResponse is every answer and stream line of /api/generate
@@ -592,17 +694,26 @@ func (s *Server) ollamaDetails() ollamaDetails {
 	return d
 }
 
-// humanCount writes a parameter count as ollama does: 6.1M, 8.0B.
+// humanCount writes a parameter count as ollama does (format.HumanNumber):
+// billions with one decimal, millions with two, none when whole, thousands
+// rounded: 6.43M, 8.03B -> "8.0B", 1B, 125M, 500.50M, 1K.
 func humanCount(n uint64) string {
+	f := float64(n)
 	switch {
 	case n >= 1e9:
-		return fmt.Sprintf("%.1fB", float64(n)/1e9)
+		if f/1e9 == math.Floor(f/1e9) {
+			return fmt.Sprintf("%.0fB", f/1e9)
+		}
+		return fmt.Sprintf("%.1fB", f/1e9)
 	case n >= 1e6:
-		return fmt.Sprintf("%.1fM", float64(n)/1e6)
+		if f/1e6 == math.Floor(f/1e6) {
+			return fmt.Sprintf("%.0fM", f/1e6)
+		}
+		return fmt.Sprintf("%.2fM", f/1e6)
 	case n >= 1e3:
-		return fmt.Sprintf("%.1fK", float64(n)/1e3)
+		return fmt.Sprintf("%.0fK", f/1e3)
 	}
-	return fmt.Sprint(n)
+	return strconv.FormatUint(n, 10)
 }
 
 func (s *Server) ollamaTags(w http.ResponseWriter, r *http.Request) {

@@ -199,6 +199,17 @@ func (s *Server) promptLogprobs(j *job, logits *ops.Tensor) []tokenLogprob {
 		lps[i].id, lps[i].prompt, lps[i].off = id, true, off
 		off += len(st.Add(id))
 	}
+	if j.bosAdded {
+		// The echo is the prompt's own tokens, as OpenAI's (which has no
+		// BOS) and llama-cpp-python's (which drops a leading BOS): a client
+		// that tokenized the text itself, as lm-evaluation-harness does to
+		// slice token_logprobs[ctxlen:-1], finds token i of its text at
+		// index i. The first is null, as OpenAI's first token always is.
+		lps = lps[1:]
+		if len(lps) > 0 {
+			lps[0] = tokenLogprob{id: lps[0].id, none: true, prompt: true, off: lps[0].off}
+		}
+	}
 	return lps
 }
 
