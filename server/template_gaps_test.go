@@ -135,3 +135,20 @@ func TestTemplatePercentMapping(t *testing.T) {
 		require.EqualError(t, err, msg, src)
 	}
 }
+
+// A "}}" inside brackets closes a dict, not the tag, as in Jinja's lexer;
+// the expected texts are jinja2 3.1.6's.
+func TestTemplateNestedBraces(t *testing.T) {
+	for src, want := range map[string]string{
+		`{{ {"a": {"b": 1}} | tojson }}`:                   `{"a": {"b": 1}}`,
+		`{{ {"a": {"b": 1}}["a"]["b"] }}`:                  `1`,
+		`{% set d = {"x": {"y": [1, 2]}} %}{{ d.x.y[1] }}`: `2`,
+		`{{- {"k": {}} | length -}}`:                       `1`,
+	} {
+		tpl, err := ParseTemplate(src)
+		require.NoError(t, err, src)
+		got, err := tpl.Render(map[string]any{})
+		require.NoError(t, err, src)
+		require.Equal(t, want, got, src)
+	}
+}

@@ -121,15 +121,18 @@ func lstripBlock(src string, i, j int, text string) string {
 
 // lexCode tokenizes the code of a tag up to closer. It returns the tokens,
 // the bytes consumed (closer included) and whether "-" preceded the closer.
+// As in Jinja's lexer, the closer counts only outside brackets, so that
+// {{ {"a": {"b": 1}} }} is one dict.
 func lexCode(s, closer string) ([]token, int, bool, error) {
 	var toks []token
+	depth := 0
 	i := 0
 	for i < len(s) {
 		c := s[i]
 		switch {
-		case strings.HasPrefix(s[i:], closer):
+		case depth == 0 && strings.HasPrefix(s[i:], closer):
 			return toks, i + 2, false, nil
-		case c == '-' && strings.HasPrefix(s[i+1:], closer):
+		case depth == 0 && c == '-' && strings.HasPrefix(s[i+1:], closer):
 			return toks, i + 3, true, nil
 		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
 			i++
@@ -172,6 +175,12 @@ func lexCode(s, closer string) ([]token, int, bool, error) {
 					return nil, 0, false, fmt.Errorf("unexpected character %q", c)
 				}
 				op = s[i : i+1]
+			}
+			switch op {
+			case "(", "[", "{":
+				depth++
+			case ")", "]", "}":
+				depth = max(depth-1, 0)
 			}
 			toks = append(toks, token{'p', op})
 			i += len(op)
