@@ -9,6 +9,9 @@ import (
 // space, byte tokens become raw bytes, control tokens vanish, unknown ones
 // print " ⁇ ", and the first piece (after control tokens) loses the one
 // leading space that the dummy prefix added. Ids out of range are skipped.
+// In a byte-level BPE vocabulary a normal token is its bytes, a user-defined
+// one its text, and control, unknown and unused tokens vanish, as in
+// llama.cpp.
 func (t *Tokenizer) Decode(ids []int) string {
 	var b strings.Builder
 	first := true
@@ -31,7 +34,7 @@ func (t *Tokenizer) piece(id int, first *bool) string {
 	s := t.surface[id]
 	if *first {
 		*first = false
-		if t.v.AddSpacePrefix && (typ == Normal || typ == UserDefined || typ == Unused) &&
+		if t.bpe == nil && t.v.AddSpacePrefix && (typ == Normal || typ == UserDefined || typ == Unused) &&
 			strings.HasPrefix(t.v.Tokens[id], space) {
 			s = s[1:]
 		}

@@ -78,6 +78,9 @@ func (t *Tokenizer) Encode(text string, addBOS bool) []int {
 	if addBOS && t.v.BOS >= 0 {
 		out = append(out, t.v.BOS)
 	}
+	if t.bpe != nil {
+		return t.encodeBPEText(out, text)
+	}
 	return t.encodeInto(out, text)
 }
 
@@ -86,6 +89,9 @@ func (t *Tokenizer) Encode(text string, addBOS bool) []int {
 func (t *Tokenizer) encodeInto(out []int, text string) []int {
 	if text == "" {
 		return out
+	}
+	if t.bpe != nil {
+		return t.encodeBPE(out, text)
 	}
 	s := strings.ReplaceAll(text, " ", space)
 	if t.v.AddSpacePrefix {

@@ -39,7 +39,8 @@ func TestFromGGUFErrors(t *testing.T) {
 		kv   [][2]string
 		want string
 	}{
-		{[][2]string{{"tokenizer.ggml.model", "gpt2"}}, `"tokenizer.ggml.model": tokenizer model "gpt2" is not supported`},
+		{[][2]string{{"tokenizer.ggml.model", "bert"}}, `"tokenizer.ggml.model": tokenizer model "bert" is not supported, want "llama" or "gpt2"`},
+		{[][2]string{{"tokenizer.ggml.model", "gpt2"}}, `"tokenizer.ggml.tokens"`},
 		{[][2]string{{"general.name", "x"}}, `"tokenizer.ggml.model"`},
 		{[][2]string{{"tokenizer.ggml.model", "llama"}}, `"tokenizer.ggml.tokens"`},
 	} {

@@ -10,17 +10,17 @@ import (
 )
 
 // FromGGUF builds the tokenizer stored in a GGUF file's tokenizer.ggml.*
-// metadata. Only the SentencePiece model ("llama") is supported.
+// metadata: SentencePiece ("llama") or byte-level BPE ("gpt2").
 func FromGGUF(f *gguf.File) (*Tokenizer, error) {
 	const modelKey = "tokenizer.ggml.model"
 	model, err := f.String(modelKey)
 	if err != nil {
 		return nil, err
 	}
-	if model != "llama" {
-		return nil, fmt.Errorf("%s: metadata key %q: tokenizer model %q is not supported, want \"llama\"", f.Path, modelKey, model)
+	if model != "llama" && model != "gpt2" {
+		return nil, fmt.Errorf("%s: metadata key %q: tokenizer model %q is not supported, want \"llama\" or \"gpt2\"", f.Path, modelKey, model)
 	}
-	var v Vocab
+	v := Vocab{Model: model}
 	if v.Tokens, err = f.Strings("tokenizer.ggml.tokens"); err != nil {
 		return nil, err
 	}
@@ -40,14 +40,20 @@ func FromGGUF(f *gguf.File) (*Tokenizer, error) {
 			return nil, err
 		}
 	}
+	bos, eos, unk := 1, 2, 0
+	if model == "gpt2" {
+		if bos, eos, unk, err = readBPE(f, &v); err != nil {
+			return nil, err
+		}
+	}
 	for _, x := range []struct {
 		key string
 		dst *int
 		def int
 	}{
-		{"tokenizer.ggml.bos_token_id", &v.BOS, 1},
-		{"tokenizer.ggml.eos_token_id", &v.EOS, 2},
-		{"tokenizer.ggml.unknown_token_id", &v.UNK, 0},
+		{"tokenizer.ggml.bos_token_id", &v.BOS, bos},
+		{"tokenizer.ggml.eos_token_id", &v.EOS, eos},
+		{"tokenizer.ggml.unknown_token_id", &v.UNK, unk},
 	} {
 		*x.dst = x.def
 		if !f.Has(x.key) {
@@ -69,11 +75,12 @@ func FromGGUF(f *gguf.File) (*Tokenizer, error) {
 	for _, x := range []struct {
 		key string
 		dst *bool
+		def bool
 	}{
-		{"tokenizer.ggml.add_space_prefix", &v.AddSpacePrefix},
-		{"tokenizer.ggml.add_bos_token", &v.AddBOS},
+		{"tokenizer.ggml.add_space_prefix", &v.AddSpacePrefix, model == "llama"},
+		{"tokenizer.ggml.add_bos_token", &v.AddBOS, model == "llama" || bpeAddsBOS(v.Pre)},
 	} {
-		*x.dst = true
+		*x.dst = x.def
 		if f.Has(x.key) {
 			if *x.dst, err = f.Bool(x.key); err != nil {
 				return nil, err

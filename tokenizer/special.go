@@ -35,14 +35,18 @@ type fragment struct {
 // partition splits text at the special tokens' texts, one token at a time,
 // longest first, each over the text the ones before left, as llama.cpp's
 // tokenizer_st_partition does. Text fragments are never empty.
-func (t *Tokenizer) partition(text string) []fragment {
+func (t *Tokenizer) partition(text string) []fragment { return t.partitionBy(text, nil) }
+
+// partitionBy is partition over the special tokens that keep accepts (all
+// of them when keep is nil).
+func (t *Tokenizer) partitionBy(text string, keep func(id int) bool) []fragment {
 	if text == "" {
 		return nil
 	}
 	frags := []fragment{{id: -1, start: 0, end: len(text)}}
 	for _, id := range t.specials {
 		tok := t.v.Tokens[id]
-		if !strings.Contains(text, tok) {
+		if keep != nil && !keep(id) || !strings.Contains(text, tok) {
 			continue
 		}
 		var next []fragment

@@ -1,6 +1,8 @@
 // Package tokenizer implements SentencePiece BPE with byte fallback (GGUF's
 // "llama" tokenizer model), producing the same ids as SentencePiece and
-// llama.cpp's SPM tokenizer, and reads SentencePiece's tokenizer.model.
+// llama.cpp's SPM tokenizer, and reads SentencePiece's tokenizer.model; and
+// byte-level BPE (GGUF's "gpt2": GPT-2, Falcon, Llama 3), as llama.cpp's
+// BPE tokenizer (bpe.go, pretok.go).
 package tokenizer
 
 import (
@@ -27,8 +29,9 @@ const space = "\u2581"
 // unkSurface is what SentencePiece prints for an unknown token.
 const unkSurface = " \u2047 "
 
-// Vocab is a SentencePiece vocabulary: parallel Tokens, Scores and Types.
-// BOS and EOS may be -1 when the model has none.
+// Vocab is a SentencePiece vocabulary: parallel Tokens, Scores and Types;
+// or, when Model is "gpt2", a byte-level BPE one with its Merges.
+// BOS and EOS may be -1 when the model has none (and UNK too for "gpt2").
 type Vocab struct {
 	Tokens         []string
 	Scores         []float32
@@ -43,6 +46,15 @@ type Vocab struct {
 	// whitespace that follows in the text (llama.cpp's rstrip attribute,
 	// which it gives Phi-3's special tokens by the model's name).
 	RStrip []int
+	// Model is GGUF's tokenizer.ggml.model: "llama" (SentencePiece; also
+	// when empty) or "gpt2" (byte-level BPE, which ignores AddSpacePrefix
+	// and Scores).
+	Model string
+	// Merges: "gpt2" only, the BPE merges in rank order, "left right".
+	Merges []string
+	// Pre: "gpt2" only, tokenizer.ggml.pre, the pre-tokenizer ("default"
+	// when empty, "gpt-2", "falcon", "llama-bpe").
+	Pre string
 }
 
 // Tokenizer encodes and decodes with one Vocab. It is safe for concurrent use.
@@ -61,6 +73,7 @@ type Tokenizer struct {
 	// EncodeSpecial matches, longest text first; rstrip marks v.RStrip.
 	specials []int
 	rstrip   map[int]bool
+	bpe      *bpeState // byte-level BPE; nil for SentencePiece
 }
 
 // New validates v and builds a Tokenizer; v's slices are copied.
@@ -72,7 +85,11 @@ func New(v Vocab) (*Tokenizer, error) {
 	if len(v.Scores) != n || len(v.Types) != n {
 		return nil, fmt.Errorf("tokenizer: %d tokens but %d scores and %d types", n, len(v.Scores), len(v.Types))
 	}
-	if v.UNK < 0 || v.UNK >= n {
+	bpe := v.Model == "gpt2"
+	if v.Model != "" && v.Model != "llama" && !bpe {
+		return nil, fmt.Errorf("tokenizer: model %q is not supported, want \"llama\" or \"gpt2\"", v.Model)
+	}
+	if v.UNK < 0 && !(bpe && v.UNK == -1) || v.UNK >= n {
 		return nil, fmt.Errorf("tokenizer: unknown token id %d out of range [0,%d)", v.UNK, n)
 	}
 	for _, id := range v.EndOfTurn {
@@ -98,6 +115,7 @@ func New(v Vocab) (*Tokenizer, error) {
 	v.Types = append([]int32(nil), v.Types...)
 	v.EndOfTurn = append([]int(nil), v.EndOfTurn...)
 	v.RStrip = append([]int(nil), v.RStrip...)
+	v.Merges = append([]string(nil), v.Merges...)
 
 	t := &Tokenizer{v: v, pieces: make(map[string]int, n), surface: make([]string, n)}
 	for i := range t.byteTok {
@@ -150,6 +168,11 @@ func New(v Vocab) (*Tokenizer, error) {
 	t.rstrip = make(map[int]bool, len(v.RStrip))
 	for _, id := range v.RStrip {
 		t.rstrip[id] = true
+	}
+	if bpe {
+		if err := t.initBPE(); err != nil {
+			return nil, fmt.Errorf("tokenizer: %w", err)
+		}
 	}
 	return t, nil
 }
@@ -215,5 +238,6 @@ func (t *Tokenizer) Vocab() Vocab {
 	v.Types = append([]int32(nil), v.Types...)
 	v.EndOfTurn = append([]int(nil), v.EndOfTurn...)
 	v.RStrip = append([]int(nil), v.RStrip...)
+	v.Merges = append([]string(nil), v.Merges...)
 	return v
 }
