@@ -1,12 +1,14 @@
 // Package convert turns Hugging Face checkpoints (config.json, safetensors,
-// tokenizer.model) of the LLaMA, Mistral, Mixtral, Falcon and OPT families
+// tokenizer.model, or a byte-level BPE tokenizer.json) of the LLaMA, Mistral, Mixtral, Falcon and OPT families
 // into GGUF files with llama.cpp's tensor names and metadata keys (PowerInfer's
 // for OPT, which llama.cpp lacks), so llama.cpp and pinfer read the same file.
 package convert
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log"
 	"os"
 	"path/filepath"
@@ -154,21 +156,16 @@ func setMetadata(w *gguf.Writer, dir string, hp *hparams, v tokenizer.Vocab, fty
 	kv = append(kv, []keyValue{
 		{"pinfer.ffn_activation", hp.act},
 		{"pinfer.ffn_threshold", float32(hp.actParam)},
-		{"tokenizer.ggml.model", "llama"},
-		{"tokenizer.ggml.tokens", v.Tokens},
-		{"tokenizer.ggml.scores", v.Scores},
-		{"tokenizer.ggml.token_type", v.Types},
-		{"tokenizer.ggml.bos_token_id", uint32(v.BOS)},
-		{"tokenizer.ggml.eos_token_id", uint32(v.EOS)},
-		{"tokenizer.ggml.unknown_token_id", uint32(v.UNK)},
 	}...)
-	if hp.pad >= 0 {
-		kv = append(kv, keyValue{"tokenizer.ggml.padding_token_id", uint32(hp.pad)})
+	if v.Model == "gpt2" {
+		bpe, err := bpeMetadata(dir, hp, v)
+		if err != nil {
+			return err
+		}
+		kv = append(kv, bpe...)
+	} else {
+		kv = append(kv, spmMetadata(hp, v)...)
 	}
-	kv = append(kv, []keyValue{
-		{"tokenizer.ggml.add_bos_token", v.AddBOS},
-		{"tokenizer.ggml.add_space_prefix", v.AddSpacePrefix},
-	}...)
 	tmpl, err := chatTemplates(dir)
 	if err != nil {
 		return err
@@ -185,13 +182,42 @@ func setMetadata(w *gguf.Writer, dir string, hp *hparams, v tokenizer.Vocab, fty
 	return nil
 }
 
+// spmMetadata is a SentencePiece ("llama") vocabulary's metadata.
+func spmMetadata(hp *hparams, v tokenizer.Vocab) []keyValue {
+	kv := []keyValue{
+		{"tokenizer.ggml.model", "llama"},
+		{"tokenizer.ggml.tokens", v.Tokens},
+		{"tokenizer.ggml.scores", v.Scores},
+		{"tokenizer.ggml.token_type", v.Types},
+		{"tokenizer.ggml.bos_token_id", uint32(v.BOS)},
+		{"tokenizer.ggml.eos_token_id", uint32(v.EOS)},
+		{"tokenizer.ggml.unknown_token_id", uint32(v.UNK)},
+	}
+	if hp.pad >= 0 {
+		kv = append(kv, keyValue{"tokenizer.ggml.padding_token_id", uint32(hp.pad)})
+	}
+	kv = append(kv, []keyValue{
+		{"tokenizer.ggml.add_bos_token", v.AddBOS},
+		{"tokenizer.ggml.add_space_prefix", v.AddSpacePrefix},
+	}...)
+	return kv
+}
+
 // readVocab loads tokenizer.model and fits it to vocab_size as llama.cpp's
 // converter does: pieces past vocab_size are dropped with a warning, and
 // missing ids become unused [PADi] tokens of score -10000. The special
 // token ids come from specialTokenIDs, else from tokenizer.model; the
 // padding id, when there is one, is left in hp.pad.
+//
+// Without tokenizer.model, a tokenizer.json makes a byte-level BPE ("gpt2")
+// vocabulary instead: readBPEVocab.
 func readVocab(dir string, hp *hparams, logf func(string, ...any)) (tokenizer.Vocab, error) {
 	path := filepath.Join(dir, "tokenizer.model")
+	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+		if _, err := os.Stat(filepath.Join(dir, "tokenizer.json")); err == nil {
+			return readBPEVocab(dir, hp, logf)
+		}
+	}
 	v, err := tokenizer.ReadModelProto(path)
 	if err != nil {
 		return v, err
