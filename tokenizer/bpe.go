@@ -152,36 +152,11 @@ func (t *Tokenizer) mergeWord(out []int, s string, syms []symbol) ([]int, []symb
 		return out, syms
 	}
 	syms[len(syms)-1].next = -1
-	var q bigramHeap
-	tryPair := func(l, r int) {
-		if l < 0 || r < 0 {
-			return
-		}
-		rank, ok := t.bpe.ranks[[2]string{s[syms[l].start:syms[l].end], s[syms[r].start:syms[r].end]}]
-		if !ok {
-			return
-		}
+	merge(s, syms, func(l, r symbol) (float32, bool) {
+		rank, ok := t.bpe.ranks[[2]string{s[l.start:l.end], s[r.start:r.end]}]
 		// Ranks are exact in a float32 up to 2^24 merges.
-		q.push(bigram{left: l, right: r, size: syms[r].end - syms[l].start, score: -float32(rank)})
-	}
-	for i := 1; i < len(syms); i++ {
-		tryPair(i-1, i)
-	}
-	for len(q) > 0 {
-		b := q.pop()
-		l, r := &syms[b.left], &syms[b.right]
-		if l.start == l.end || r.start == r.end || l.next != b.right || r.end-l.start != b.size {
-			continue
-		}
-		l.end = r.end
-		r.start = r.end
-		l.next = r.next
-		if r.next >= 0 {
-			syms[r.next].prev = b.left
-		}
-		tryPair(l.prev, b.left)
-		tryPair(b.left, l.next)
-	}
+		return -float32(rank), ok
+	})
 	for i := 0; i >= 0; i = syms[i].next {
 		piece := s[syms[i].start:syms[i].end]
 		if id, ok := t.bpe.ids[piece]; ok {

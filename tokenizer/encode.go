@@ -109,36 +109,17 @@ func (t *Tokenizer) encodeInto(out []int, text string) []int {
 		i += n
 	}
 	syms[len(syms)-1].next = -1
-
-	var q bigramHeap
-	tryPair := func(l, r int) {
-		if l < 0 || r < 0 || syms[l].frozen || syms[r].frozen {
-			return
+	// SentencePiece merges the pair whose joined piece scores highest.
+	merge(s, syms, func(l, r symbol) (float32, bool) {
+		if l.frozen || r.frozen {
+			return 0, false
 		}
-		id, ok := t.pieces[s[syms[l].start:syms[r].end]]
+		id, ok := t.pieces[s[l.start:r.end]]
 		if !ok {
-			return
+			return 0, false
 		}
-		q.push(bigram{left: l, right: r, size: syms[r].end - syms[l].start, score: t.v.Scores[id]})
-	}
-	for i := 1; i < len(syms); i++ {
-		tryPair(i-1, i)
-	}
-	for len(q) > 0 {
-		b := q.pop()
-		l, r := &syms[b.left], &syms[b.right]
-		if l.start == l.end || r.start == r.end || l.next != b.right || r.end-l.start != b.size {
-			continue
-		}
-		l.end = r.end
-		r.start = r.end
-		l.next = r.next
-		if r.next >= 0 {
-			syms[r.next].prev = b.left
-		}
-		tryPair(l.prev, b.left)
-		tryPair(b.left, l.next)
-	}
+		return t.v.Scores[id], true
+	})
 
 	for i := 0; i >= 0; i = syms[i].next {
 		piece := s[syms[i].start:syms[i].end]
@@ -161,6 +142,40 @@ func (t *Tokenizer) encodeInto(out []int, text string) []int {
 		}
 	}
 	return out
+}
+
+// merge joins adjacent symbols, best-scoring pair first (leftmost among
+// equals), while score gives a pair a score: SentencePiece's and byte-level
+// BPE's merge loop. syms is a linked list over s; a merged-away symbol is
+// left empty.
+func merge(s string, syms []symbol, score func(l, r symbol) (float32, bool)) {
+	var q bigramHeap
+	tryPair := func(l, r int) {
+		if l < 0 || r < 0 {
+			return
+		}
+		if sc, ok := score(syms[l], syms[r]); ok {
+			q.push(bigram{left: l, right: r, size: syms[r].end - syms[l].start, score: sc})
+		}
+	}
+	for i := 1; i < len(syms); i++ {
+		tryPair(i-1, i)
+	}
+	for len(q) > 0 {
+		b := q.pop()
+		l, r := &syms[b.left], &syms[b.right]
+		if l.start == l.end || r.start == r.end || l.next != b.right || r.end-l.start != b.size {
+			continue
+		}
+		l.end = r.end
+		r.start = r.end
+		l.next = r.next
+		if r.next >= 0 {
+			syms[r.next].prev = b.left
+		}
+		tryPair(l.prev, b.left)
+		tryPair(b.left, l.next)
+	}
 }
 
 // userDefinedAt returns the length of the longest user-defined piece that
