@@ -99,6 +99,8 @@ func (r *renderer) eval1(e expr) (any, error) {
 		return r.binary(e)
 	case listExpr:
 		return r.evalAll(e)
+	case tupleExpr:
+		return r.evalAll(listExpr(e))
 	case dictExpr:
 		m := newDict(len(e.keys))
 		for i := range e.keys {
@@ -175,12 +177,16 @@ func (r *renderer) binary(e binExpr) (any, error) {
 	case "<", ">", "<=", ">=":
 		return order(e.op, l, rv)
 	case "%":
-		// Python's printf-style formatting. Without tuples in the engine
-		// the right side is one value; a mapping also fills %(key)s.
+		// Python's printf-style formatting: a tuple written on the right
+		// gives the arguments, any other value is one, and a mapping also
+		// fills %(key)s.
 		if f, ok := l.(string); ok {
+			args := []any{rv}
+			if _, tuple := e.r.(tupleExpr); tuple {
+				args = rv.([]any)
+			}
 			d, _ := asDict(rv)
-			s, err := pyFormat(f, []any{rv}, d)
-			return s, err
+			return pyFormat(f, args, d)
 		}
 	case "+":
 		if ls, ok := l.(string); ok {

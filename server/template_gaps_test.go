@@ -152,3 +152,24 @@ func TestTemplateNestedBraces(t *testing.T) {
 		require.Equal(t, want, got, src)
 	}
 }
+
+// Parenthesized lists with a comma are tuples, and a tuple on the right of
+// "%" gives its arguments; the expected texts are jinja2 3.1.6's.
+func TestTemplateTuples(t *testing.T) {
+	for src, want := range map[string]string{
+		`{{ "%s and %s" % ("a", "b") }}`:           `a and b`,
+		`{{ "%s!" % ("x",) }}`:                     `x!`,
+		`{{ (1, 2) | length }}`:                    `2`,
+		`{% for x in (3, 4) %}{{ x }}{% endfor %}`: `34`,
+		`{{ "%d%%" % (50,) }}`:                     `50%`,
+		`{{ () | length }}`:                        `0`,
+		`{{ (1) + 2 }}`:                            `3`,
+		`{{ "%s" % [1, 2] }}`:                      `[1, 2]`,
+	} {
+		tpl, err := ParseTemplate(src)
+		require.NoError(t, err, src)
+		got, err := tpl.Render(map[string]any{})
+		require.NoError(t, err, src)
+		require.Equal(t, want, got, src)
+	}
+}

@@ -63,7 +63,10 @@ type (
 	negExpr  struct{ x expr }
 	condExpr struct{ then, cond, els expr }
 	listExpr []expr
-	dictExpr struct{ keys, vals []expr }
+	// tupleExpr is a parenthesized list, "(a, b)": a list when evaluated,
+	// and the arguments of "%" when it is written on its right.
+	tupleExpr []expr
+	dictExpr  struct{ keys, vals []expr }
 )
 
 type blockParser struct {
@@ -591,14 +594,28 @@ func (p *exprParser) primary() (expr, error) {
 	}
 	switch t.text {
 	case "(":
+		if p.accept("p", ")") {
+			return tupleExpr{}, nil
+		}
 		e, err := p.expr()
 		if err != nil {
 			return nil, err
 		}
+		if p.accept("p", ")") {
+			return e, nil
+		}
+		// A comma makes a tuple, as in Python: (a,) and (a, b).
+		t := tupleExpr{e}
+		for p.accept("p", ",") && !p.is("p", ")") {
+			if e, err = p.expr(); err != nil {
+				return nil, err
+			}
+			t = append(t, e)
+		}
 		if !p.accept("p", ")") {
 			return nil, p.errf("want \")\"")
 		}
-		return e, nil
+		return t, nil
 	case "[":
 		var l listExpr
 		for !p.accept("p", "]") {
