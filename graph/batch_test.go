@@ -55,7 +55,7 @@ func TestPlanGroupsSiblings(t *testing.T) {
 	defer pool.Close()
 	r := p.NewRunner(pool)
 	for _, rows := range []int{1, 7} {
-		pl := r.planFor(rows, 0)
+		pl := r.planFor(rows, 0, -1)
 		groups := 0
 		for i, k := range pl.group {
 			if k < 2 {

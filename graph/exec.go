@@ -93,7 +93,7 @@ func (s *Session) Forward(tokens []int, all bool) (*ops.Tensor, error) {
 type Runner struct {
 	p     *Program
 	pool  *ops.Pool
-	plans map[[2]int]*plan
+	plans map[[3]int]*plan
 	bufs  [][]float32
 
 	// Predictor chooses each sparse FFN's neurons; nil computes them all.
@@ -161,7 +161,7 @@ func NewStats(p *Program) Stats {
 
 // NewRunner makes a runner for batches of p's sessions.
 func (p *Program) NewRunner(pool *ops.Pool) *Runner {
-	return &Runner{p: p, pool: pool, plans: map[[2]int]*plan{}, Stats: NewStats(p),
+	return &Runner{p: p, pool: pool, plans: map[[3]int]*plan{}, Stats: NewStats(p),
 		scratch: make([][][]int32, len(p.Layers)), batched: make([]int, len(p.Layers))}
 }
 
@@ -231,6 +231,45 @@ func (r *Runner) predictFor(i int) func(ffn, row int) []int32 {
 // go through every matrix together. It returns the logits of every row when
 // all is set, else of each session's last row, in session order.
 func (r *Runner) Forward(seqs []*Session, tokens [][]int, all bool) (*ops.Tensor, error) {
+	out, _, err := r.pass(seqs, tokens, all, -1)
+	return out, err
+}
+
+// HiddenNode is the index in Nodes of the node the output reads: the
+// hidden state as the output projection sees it (after the final norm in
+// every built-in graph), which llama.cpp returns as a sequence's
+// embeddings.
+func (p *Program) HiddenNode() (int, error) {
+	out := p.Nodes[p.Output]
+	if len(out.In) == 0 || out.In[0] < 0 {
+		return 0, fmt.Errorf("%s: the output reads no node, so there is no hidden state", out.Where)
+	}
+	return out.In[0], nil
+}
+
+// Hidden runs tokens at the next positions, as Forward does, and returns
+// the rows of the node the output reads (Program.HiddenNode): one per
+// token, every position's. The result is valid until the next call.
+func (s *Session) Hidden(tokens []int) (*ops.Tensor, error) {
+	return s.runner.Hidden([]*Session{s}, [][]int{tokens})
+}
+
+// Hidden runs each session's tokens as one batch, as Forward does, and
+// returns the rows of the node the output reads (Program.HiddenNode) for
+// every token, in session order; the output itself computes only the last
+// rows, where its op can skip the others.
+func (r *Runner) Hidden(seqs []*Session, tokens [][]int) (*ops.Tensor, error) {
+	h, err := r.p.HiddenNode()
+	if err != nil {
+		return nil, err
+	}
+	_, hid, err := r.pass(seqs, tokens, false, h)
+	return hid, err
+}
+
+// pass is Forward that also returns node keep's rows (keep >= 0): its
+// buffer is kept to the end of the pass.
+func (r *Runner) pass(seqs []*Session, tokens [][]int, all bool, keep int) (*ops.Tensor, *ops.Tensor, error) {
 	start := time.Now()
 	defer func() { r.Stats.Total += time.Since(start) }()
 	r.forward++
@@ -238,14 +277,14 @@ func (r *Runner) Forward(seqs []*Session, tokens [][]int, all bool) (*ops.Tensor
 	f.reset(len(r.p.Nodes))
 	for k, s := range seqs {
 		if s.p != r.p {
-			return nil, fmt.Errorf("session %d belongs to another model", k)
+			return nil, nil, fmt.Errorf("session %d belongs to another model", k)
 		}
 		T := len(tokens[k])
 		if T == 0 {
-			return nil, fmt.Errorf("session %d: no tokens to run", k)
+			return nil, nil, fmt.Errorf("session %d: no tokens to run", k)
 		}
 		if s.pos+T > s.nctx {
-			return nil, fmt.Errorf("context is full: %d positions used, %d more asked, context size %d", s.pos, T, s.nctx)
+			return nil, nil, fmt.Errorf("context is full: %d positions used, %d more asked, context size %d", s.pos, T, s.nctx)
 		}
 		for i, t := range tokens[k] {
 			f.rows = append(f.rows, ops.Row{Pos: s.pos + i, NCtx: s.nctx, KV: s.kv})
@@ -263,14 +302,14 @@ func (r *Runner) Forward(seqs []*Session, tokens [][]int, all bool) (*ops.Tensor
 	if len(outRows) == N {
 		outRows = nil // every row: no gather needed
 	}
-	pl := r.planFor(N, len(outRows))
+	pl := r.planFor(N, len(outRows), keep)
 	for i := 0; i < len(r.p.Nodes); {
 		k := pl.group[i]
 		for j := i; j < i+k; j++ {
 			r.bind(j, pl, outRows)
 		}
 		if err := r.timed(i, k); err != nil {
-			return nil, fmt.Errorf("%s: %v", r.p.Nodes[i].Where, err)
+			return nil, nil, fmt.Errorf("%s: %v", r.p.Nodes[i].Where, err)
 		}
 		i += k
 	}
@@ -288,7 +327,11 @@ func (r *Runner) Forward(seqs []*Session, tokens [][]int, all bool) (*ops.Tensor
 		}
 		out = picked
 	}
-	return out, nil
+	var kept *ops.Tensor
+	if keep >= 0 {
+		kept = &f.out[keep]
+	}
+	return out, kept, nil
 }
 
 // bind sets up node i's inputs, output and Ctx for this Forward.
@@ -388,8 +431,8 @@ type plan struct {
 	group   []int  // nodes run as one call from here on (0 inside a group)
 }
 
-func (r *Runner) planFor(rows, outRows int) *plan {
-	key := [2]int{rows, outRows}
+func (r *Runner) planFor(rows, outRows, keep int) *plan {
+	key := [3]int{rows, outRows, keep}
 	if pl, ok := r.plans[key]; ok {
 		return pl
 	}
@@ -406,6 +449,9 @@ func (r *Runner) planFor(rows, outRows int) *plan {
 		pl.trimmed[i] = i == r.p.Output && outRows > 0 && n.Op.LastRows
 	}
 	lastUse[r.p.Output] = len(nodes)
+	if keep >= 0 {
+		lastUse[keep] = len(nodes) // read after the pass (Hidden)
+	}
 	// Nodes of one op that can run as a group (Op.RunGroup), one after
 	// another with the same inputs, run as one call: a layer's q, k and v
 	// mat-vecs become one pass of the pool over their rows.

@@ -14,7 +14,7 @@ import (
 // it asks to stream) or a 4xx error in its API's shape, never a 5xx.
 func FuzzAPI(f *testing.F) {
 	paths := []string{"/v1/completions", "/v1/chat/completions", "/tokenize", "/detokenize", "/apply-template",
-		"/api/generate", "/api/chat", "/api/show"}
+		"/api/generate", "/api/chat", "/api/show", "/v1/embeddings", "/api/embed"}
 	for _, b := range []string{
 		`{"prompt":"ROMEO:","max_tokens":4}`,
 		`{"prompt":[1, 2, 3],"max_tokens":2,"stream":true,"stop":["\n"]}`,
@@ -30,6 +30,8 @@ func FuzzAPI(f *testing.F) {
 		`{"model":"shakespeare-relu-6m-f16","prompt":"hi","options":{"num_predict":3,"temperature":0}}`,
 		`{"model":"shakespeare-relu-6m-f16:latest","messages":[{"role":"user","content":"hi"}],"stream":false,"options":{"num_predict":2,"num_ctx":32}}`,
 		`{"model":"shakespeare-relu-6m-f16","prompt":"hi","raw":true,"stream":true,"options":{"num_predict":2,"stop":["\n"]}}`,
+		`{"model":"shakespeare-relu-6m-f16","input":["ROMEO:","hi"],"encoding_format":"base64"}`,
+		`{"input":[[1,2],[3]],"embd_normalize":1}`,
 	} {
 		for i := range paths {
 			f.Add(uint8(i), b)

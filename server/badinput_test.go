@@ -55,7 +55,7 @@ func TestBadInputs(t *testing.T) {
 		{"detokenize bad id", "/detokenize", `{"tokens":[1,-3]}`, 400, "tokens", "invalid_value", "token id -3"},
 		{"detokenize wrong type", "/detokenize", `{"tokens":"abc"}`, 400, "tokens", "invalid_type", "expected an array"},
 		{"tokenize no content", "/tokenize", `{}`, 400, "content", "missing_field", "content is required"},
-		{"unknown endpoint", "/v1/embeddings", `{}`, 404, "", "not_found", "no endpoint POST /v1/embeddings"},
+		{"unknown endpoint", "/v1/images/generations", `{}`, 404, "", "not_found", "no endpoint POST /v1/images/generations"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -29,6 +29,9 @@ type job struct {
 	// bosAdded: prompt[0] is the BOS the server put before a text prompt,
 	// not a token the client sent, and echo leaves it out (logprobs.go).
 	bosAdded bool
+	// embed, when set, makes this an embedding request (embed.go): the
+	// scheduler runs it without a slot.
+	embed *embedWork
 
 	mu      sync.Mutex
 	pieces  []string

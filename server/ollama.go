@@ -35,7 +35,7 @@ import (
 const ollamaVersion = "0.5.0"
 
 // ollamaPaths are the endpoints served, for the 405 on a wrong method.
-var ollamaPaths = []string{"/api/generate", "/api/chat", "/api/tags", "/api/show", "/api/ps", "/api/version"}
+var ollamaPaths = []string{"/api/generate", "/api/chat", "/api/embed", "/api/embeddings", "/api/tags", "/api/show", "/api/ps", "/api/version"}
 
 func (s *Server) ollamaRoutes() {
 	s.mux.HandleFunc("POST /api/generate", s.ollamaAuth(s.ollamaGenerate))

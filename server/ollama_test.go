@@ -247,7 +247,7 @@ func TestOllamaBadInputs(t *testing.T) {
 		{"prompt past num_ctx", "/api/generate", `{` + m + `"prompt":"To be, or not to be","raw":true,"options":{"num_ctx":4}}`, 400, "options.num_ctx is 4"},
 		{"body too large", "/api/generate", `{"prompt":"` + strings.Repeat("a", 70<<10) + `"}`, 413, "larger than the limit"},
 		{"wrong method", "/api/chat", "", 405, "GET is not allowed on /api/chat"},
-		{"unknown endpoint", "/api/embed", `{}`, 404, "no endpoint POST /api/embed"},
+		{"unknown endpoint", "/api/pull", `{}`, 404, "no endpoint POST /api/pull"},
 	}
 	for _, c := range cases {
 		method := "POST"

@@ -36,6 +36,18 @@ func (q *queue) pop() *job {
 	return j
 }
 
+// popIf pops the oldest request if ok accepts it.
+func (q *queue) popIf(ok func(*job) bool) *job {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if len(q.jobs) == 0 || !ok(q.jobs[0]) {
+		return nil
+	}
+	j := q.jobs[0]
+	q.jobs = q.jobs[1:]
+	return j
+}
+
 // remove takes out a request whose client left before it got a slot.
 func (q *queue) remove(j *job) {
 	q.mu.Lock()

@@ -83,19 +83,22 @@ func (s *Server) busySlots() []*slot {
 	return busy
 }
 
-// admit moves queued requests into free slots.
+// admit moves queued requests into free slots. An embedding request needs
+// no slot (runEmbed): it runs when it reaches the head of the queue, even
+// with every slot busy, between two decode steps.
 func (s *Server) admit() {
 	for {
-		sl := s.freeSlot(nil)
-		if sl == nil {
-			return
-		}
-		j := s.queue.pop()
+		free := s.freeSlot(nil) != nil
+		j := s.queue.popIf(func(j *job) bool { return free || j.embed != nil })
 		if j == nil {
 			return
 		}
 		if j.ctx.Err() != nil {
 			j.end(finishCancelled, j.ctx.Err(), 0, timings{})
+			continue
+		}
+		if j.embed != nil {
+			s.runEmbed(j)
 			continue
 		}
 		s.prefill(s.freeSlot(j), j)

@@ -30,6 +30,7 @@ type Config struct {
 	DefaultMaxTokens int    // when a request sets none; 0: until the context is full
 	MaxBodyBytes     int64  // 0: 4 MiB
 	ChatTemplate     string // used instead of the file's tokenizer.chat_template when set
+	Pooling          string // embeddings' pooling (--pooling): PoolingMean (""), or PoolingLast
 	// Prepare, if set, configures the scheduler's runner once (a sparse
 	// predictor, say) before any request runs.
 	Prepare func(*graph.Runner) error
@@ -50,6 +51,8 @@ type Server struct {
 	runner *graph.Runner
 	slots  []*slot
 	queue  *queue
+	// embedSess runs the embedding requests (embed.go), made on the first.
+	embedSess *graph.Session
 	// requests counts the requests admitted: the scheduler's clock for
 	// which slot was used last.
 	requests int
@@ -81,6 +84,13 @@ func New(m *engine.Model, cfg Config) (*Server, error) {
 	file = strings.TrimSuffix(file, ".gguf")
 	if cfg.ModelName == "" {
 		cfg.ModelName = file
+	}
+	switch cfg.Pooling {
+	case "":
+		cfg.Pooling = PoolingMean
+	case PoolingMean, PoolingLast:
+	default:
+		return nil, fmt.Errorf("--pooling %q: want mean or last", cfg.Pooling)
 	}
 	nctx := m.Context(cfg.Ctx)
 	if err := m.CheckContext(nctx, cfg.Slots); err != nil {
@@ -129,7 +139,10 @@ func (s *Server) routes() {
 	s.handle("GET", "/metrics", s.auth(s.serveMetrics))
 	s.handle("GET", "/props", s.auth(s.props))
 	s.handle("POST", "/apply-template", s.auth(s.applyTemplate))
-	s.ollamaRoutes() // ollama.go
+	s.handle("POST", "/v1/embeddings", s.auth(s.embeddings))              // embed.go
+	s.handle("POST", "/api/embed", s.ollamaAuth(s.ollamaEmbed))           // ollama's
+	s.handle("POST", "/api/embeddings", s.ollamaAuth(s.ollamaEmbeddings)) // ollama's legacy
+	s.ollamaRoutes()                                                      // ollama.go
 	s.mux.HandleFunc("/", s.notFound)
 }
 
