@@ -110,6 +110,12 @@ func normalize(v []float32, norm int) []float32 {
 
 // embed queues the inputs as one job and waits for their vectors.
 func (s *Server) embed(r *http.Request, inputs [][]int, norm int) ([][]float32, timings, *apiError) {
+	// With the whole step fused on the GPU, the output reads the device
+	// op, not a hidden state the host could pool.
+	if _, err := s.model.Prog.HiddenNode(); err != nil {
+		return nil, timings{}, newError(http.StatusNotImplemented, "invalid_request_error", "embeddings_unavailable",
+			"embeddings are not available with this placement: %v (serve with a --vram-budget below the model's size, or none)", err)
+	}
 	j := newJob(nil, nil, false, genParams{})
 	j.embed = &embedWork{inputs: inputs, pooling: s.cfg.Pooling, norm: norm}
 	end, e := s.submit(r, j)
