@@ -53,6 +53,16 @@ func readTokenizerConfig(dir string) (tokenizerConfig, string, error) {
 	return tc, path, nil
 }
 
+// addedTokenType is how llama.cpp's converter stores an added token: control
+// when marked special or looking special, else user-defined with "▁" read as
+// a space.
+func addedTokenType(text string, special bool) (string, int32) {
+	if special || looksSpecial(text) {
+		return text, tokenControl
+	}
+	return strings.ReplaceAll(text, "\u2581", " "), tokenUserDefined
+}
+
 // looksSpecial is llama.cpp's converter's guess that an added token not
 // marked special is a control token all the same.
 func looksSpecial(s string) bool {
@@ -133,11 +143,8 @@ func applyAddedTokens(dir string, v *tokenizer.Vocab, logf func(string, ...any))
 			logf("%s: added token %q: id %d is outside the vocabulary of %d; skipped", path, text, id, len(v.Tokens))
 			continue
 		}
-		if tok.Special || looksSpecial(text) {
-			set(id, text, tokenControl)
-		} else {
-			set(id, strings.ReplaceAll(text, "\u2581", " "), tokenUserDefined)
-		}
+		text, typ := addedTokenType(text, tok.Special)
+		set(id, text, typ)
 	}
 	if b, ok := tc.AddBOS.(bool); ok {
 		v.AddBOS = b

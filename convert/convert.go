@@ -231,16 +231,8 @@ func readVocab(dir string, hp *hparams, logf func(string, ...any)) (tokenizer.Vo
 		v.Scores = append(v.Scores, -10000)
 		v.Types = append(v.Types, tokenUnused)
 	}
-	ids, err := specialTokenIDs(dir, hp, logf)
-	if err != nil {
+	if err := setSpecialIDs(dir, hp, &v, logf); err != nil {
 		return v, err
-	}
-	for typ, dst := range map[string]*int{"bos": &v.BOS, "eos": &v.EOS, "unk": &v.UNK, "pad": &hp.pad} {
-		if id, ok := ids[typ]; ok {
-			*dst = id
-		} else if typ == "pad" {
-			*dst = -1
-		}
 	}
 	for _, id := range []struct {
 		name string

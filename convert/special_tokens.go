@@ -7,6 +7,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+
+	"github.com/pinfer/pinfer/tokenizer"
 )
 
 // specialTypes are the special tokens conversion writes, in gguf-py's order.
@@ -55,6 +57,22 @@ func specialTokenIDs(dir string, hp *hparams, logf func(string, ...any)) (map[st
 		set(typ, id, cfg)
 	}
 	return ids, nil
+}
+
+// setSpecialIDs puts the ids specialTokenIDs finds in v's BOS, EOS and UNK
+// (which keep their own where none is found) and in hp.pad (-1 where none is).
+func setSpecialIDs(dir string, hp *hparams, v *tokenizer.Vocab, logf func(string, ...any)) error {
+	ids, err := specialTokenIDs(dir, hp, logf)
+	if err != nil {
+		return err
+	}
+	hp.pad = -1
+	for typ, dst := range map[string]*int{"bos": &v.BOS, "eos": &v.EOS, "unk": &v.UNK, "pad": &hp.pad} {
+		if id, ok := ids[typ]; ok {
+			*dst = id
+		}
+	}
+	return nil
 }
 
 func (tc *tokenizerConfig) specialToken(typ string) json.RawMessage {

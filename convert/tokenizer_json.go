@@ -120,11 +120,7 @@ func readBPEVocab(dir string, hp *hparams, logf func(string, ...any)) (tokenizer
 		case id < 0 || id >= n:
 			return v, fmt.Errorf("%s: added_tokens[%d] %q has id %d, outside config.json's vocab_size %d", path, i, text, id, n)
 		}
-		if a.Special || looksSpecial(text) {
-			v.Tokens[id], v.Types[id] = text, tokenControl
-		} else {
-			v.Tokens[id], v.Types[id] = strings.ReplaceAll(text, "\u2581", " "), tokenUserDefined
-		}
+		v.Tokens[id], v.Types[id] = addedTokenType(text, a.Special)
 		have[id] = true
 	}
 	for id := range v.Tokens {
@@ -133,17 +129,7 @@ func readBPEVocab(dir string, hp *hparams, logf func(string, ...any)) (tokenizer
 		}
 	}
 
-	ids, err := specialTokenIDs(dir, hp, logf)
-	if err != nil {
-		return v, err
-	}
-	hp.pad = -1
-	for typ, dst := range map[string]*int{"bos": &v.BOS, "eos": &v.EOS, "unk": &v.UNK, "pad": &hp.pad} {
-		if id, ok := ids[typ]; ok {
-			*dst = id
-		}
-	}
-	return v, nil
+	return v, setSpecialIDs(dir, hp, &v, logf)
 }
 
 // nonNull is a raw JSON value unless it is absent or null.

@@ -315,6 +315,11 @@ func (r *Runner) pass(seqs []*Session, tokens [][]int, all bool, keep int) (*ops
 	}
 	for k, s := range seqs {
 		s.pos += len(tokens[k])
+		if s.toks == nil {
+			// Room for the whole context at once: decode appends a token
+			// a step without growing it.
+			s.toks = make([]int, 0, s.nctx)
+		}
 		s.toks = append(s.toks, tokens[k]...)
 		s.started = true
 	}

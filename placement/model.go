@@ -70,23 +70,20 @@ var blkName = regexp.MustCompile(`^blk\.(\d+)\.(.*)$`)
 func FromGGUF(f *gguf.File, st *predictors.Stats) (*Model, error) {
 	rates := map[int][]float32{}
 	for _, ls := range st.Layers {
+		if ls.Expert != 0 {
+			return nil, fmt.Errorf("%s: the profile has layer %d expert %d: placing the experts of a mixture-of-experts FFN is not supported", f.Path, ls.Layer, ls.Expert)
+		}
 		rates[ls.Layer] = ls.Frequency
 	}
 	type acc struct {
 		attn, pred, rest, ffn uint64
 		hasFFN                bool
 	}
-	for _, ls := range st.Layers {
-		if ls.Expert != 0 {
-			return nil, fmt.Errorf("%s: the profile has layer %d expert %d: placing the experts of a mixture-of-experts FFN is not supported", f.Path, ls.Layer, ls.Expert)
-		}
-	}
 	// Each block's neuron count, from the matrices whose rows are neurons
 	// (ffn_gate, ffn_up {n_embd, n_ff}): a profile of another width is for
 	// another model, even when its width happens to be one of the
 	// dimensions (n_embd) of these tensors.
-	nff := map[int]int{}
-	nffFrom := map[int]*gguf.TensorInfo{}
+	nffFrom := map[int]*gguf.TensorInfo{} // n_ff is its Dims[1]
 	for i := range f.Tensors {
 		t := &f.Tensors[i]
 		sm := blkName.FindStringSubmatch(t.Name)
@@ -100,17 +97,17 @@ func FromGGUF(f *gguf.File, st *predictors.Stats) (*Model, error) {
 		switch sm[2] {
 		case "ffn_gate.weight", "ffn_up.weight", "ffn_down_t.weight":
 			if len(t.Dims) == 2 && nffFrom[n] == nil {
-				nff[n], nffFrom[n] = int(t.Dims[1]), t
+				nffFrom[n] = t
 			}
 		}
 		if strings.HasSuffix(sm[2], "_exps.weight") || strings.HasPrefix(sm[2], "ffn_gate_inp.") {
 			return nil, fmt.Errorf("%s: tensor %s: placing the experts of a mixture-of-experts FFN is not supported", f.Path, t.Name)
 		}
 	}
-	for _, n := range slices.Sorted(maps.Keys(nff)) {
-		want := nff[n]
+	for _, n := range slices.Sorted(maps.Keys(nffFrom)) {
+		t, want := nffFrom[n], int(nffFrom[n].Dims[1])
 		if r, ok := rates[n]; ok && len(r) != want {
-			return nil, fmt.Errorf("%s: tensor %s has dims %v: layer %d has %d neurons, but the profile gives it %d", f.Path, nffFrom[n].Name, nffFrom[n].Dims, n, want, len(r))
+			return nil, fmt.Errorf("%s: tensor %s has dims %v: layer %d has %d neurons, but the profile gives it %d", f.Path, t.Name, t.Dims, n, want, len(r))
 		}
 	}
 	layers := map[int]*acc{}

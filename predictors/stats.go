@@ -113,23 +113,21 @@ func WriteStats(path string, s *Stats) error {
 // entries; a Stats not read from a file is named by its position in Layers)
 // and by its layer and expert.
 func (s *Stats) Attach(path string, layers []*Layer) error {
-	byIndex := map[layerKey]*LayerStats{}
-	pos := map[*LayerStats]int{}
-	for i := range s.Layers {
-		ls := &s.Layers[i]
-		byIndex[layerKey{ls.Layer, ls.Expert}] = ls
-		pos[ls] = i
-		if ls.entry > 0 {
-			pos[ls] = ls.entry - 1
-		}
+	byIndex := map[layerKey]int{}
+	for i, ls := range s.Layers {
+		byIndex[layerKey{ls.Layer, ls.Expert}] = i
 	}
 	for _, l := range layers {
-		ls := byIndex[layerKey{l.Index, l.Expert}]
-		if ls == nil {
+		i, ok := byIndex[layerKey{l.Index, l.Expert}]
+		if !ok {
 			return fmt.Errorf("%s: layers: no entry for layer %d expert %d", path, l.Index, l.Expert)
 		}
+		ls := &s.Layers[i]
 		if len(ls.Frequency) != l.NFF {
-			return fmt.Errorf("%s: layers[%d].frequency: layer %d expert %d has %d neurons, the model has %d", path, pos[ls], ls.Layer, ls.Expert, len(ls.Frequency), l.NFF)
+			if ls.entry > 0 {
+				i = ls.entry - 1
+			}
+			return fmt.Errorf("%s: layers[%d].frequency: layer %d expert %d has %d neurons, the model has %d", path, i, ls.Layer, ls.Expert, len(ls.Frequency), l.NFF)
 		}
 		l.Rates = ls.Frequency
 	}

@@ -4,7 +4,6 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
-	"fmt"
 	"math"
 	"net/http"
 	"time"
@@ -256,11 +255,9 @@ func (s *Server) embeddings(w http.ResponseWriter, r *http.Request) {
 	}
 	inputs := req.Input.ids
 	for _, ids := range inputs {
-		for _, id := range ids {
-			if id < 0 || id >= s.model.Tok.Size() {
-				writeError(w, badRequest("input", "invalid_value", "token id %d is outside the vocabulary of %d", id, s.model.Tok.Size()))
-				return
-			}
+		if e := s.checkIDs(ids, "input"); e != nil {
+			writeError(w, e)
+			return
 		}
 		if e := s.embedFits(ids, "input"); e != nil {
 			writeError(w, e)
@@ -311,11 +308,8 @@ type ollamaEmbedRequest struct {
 }
 
 func (s *Server) ollamaEmbedCheck(req *ollamaEmbedRequest) *apiError {
-	if req.Model == "" {
-		return badRequest("model", "missing_field", "model is required")
-	}
-	if !s.ollamaModel(req.Model) {
-		return &apiError{Status: http.StatusNotFound, Message: fmt.Sprintf("model %s not found: this server serves %s", quote(req.Model), quote(s.ollamaName()))}
+	if e := s.ollamaCheckModel(req.Model); e != nil {
+		return e
 	}
 	if req.Dimensions != 0 && req.Dimensions != s.dim() {
 		return badRequest("dimensions", "unsupported_value", "dimensions: this model's embeddings have %d, and cannot be shortened", s.dim())

@@ -93,11 +93,9 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 	// As pinfer run: BOS first, and an empty prompt is BOS alone with the
 	// output then starting the text.
 	ids, first := req.Prompt.tokens, false
-	for _, id := range ids {
-		if id < 0 || id >= s.model.Tok.Size() {
-			writeError(w, badRequest("prompt", "invalid_value", "token id %d is outside the vocabulary of %d", id, s.model.Tok.Size()))
-			return
-		}
+	if e := s.checkIDs(ids, "prompt"); e != nil {
+		writeError(w, e)
+		return
 	}
 	if ids == nil {
 		ids, first = s.model.Encode(req.Prompt.text), req.Prompt.text == ""
@@ -119,6 +117,16 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 		j.bosAdded = bos >= 0 && ids[0] == bos && (req.Prompt.text == "" || s.model.Tok.Vocab().AddBOS)
 	}
 	s.generate(w, r, &req.samplingFields, j, false)
+}
+
+// checkIDs checks that a prompt sent as token ids is in the vocabulary.
+func (s *Server) checkIDs(ids []int, param string) *apiError {
+	for _, id := range ids {
+		if id < 0 || id >= s.model.Tok.Size() {
+			return badRequest(param, "invalid_value", "token id %d is outside the vocabulary of %d", id, s.model.Tok.Size())
+		}
+	}
+	return nil
 }
 
 // generate queues the job and answers with its result, whole or streamed.

@@ -308,14 +308,26 @@ func (s *Server) ollamaFit(g *genParams, nPrompt, numCtx int, param string) *api
 	return nil
 }
 
+// ollamaDecode reads the body of /api/generate or /api/chat and checks it
+// (ollamaCheck), answering the error itself when it fails.
+func (s *Server) ollamaDecode(w http.ResponseWriter, r *http.Request) (*ollamaRequest, bool) {
+	var req ollamaRequest
+	e := s.decodeBody(w, r, &req)
+	if e == nil {
+		e = s.ollamaCheck(&req)
+	}
+	if e != nil {
+		ollamaFail(w, e)
+		return nil, false
+	}
+	return &req, true
+}
+
 // ollamaCheck validates what both generation endpoints share: the model
 // and the fields asking for more than text.
 func (s *Server) ollamaCheck(req *ollamaRequest) *apiError {
-	if req.Model == "" {
-		return badRequest("model", "missing_field", "model is required")
-	}
-	if !s.ollamaModel(req.Model) {
-		return &apiError{Status: http.StatusNotFound, Message: fmt.Sprintf("model %s not found: this server serves %s", quote(req.Model), quote(s.ollamaName()))}
+	if e := s.ollamaCheckModel(req.Model); e != nil {
+		return e
 	}
 	if f := strings.TrimSpace(string(req.Format)); f != "" && f != "null" && f != `""` {
 		return badRequest("format", "unsupported_value", "format is not supported: the output is not constrained to JSON (leave format out for text)")
@@ -327,6 +339,17 @@ func (s *Server) ollamaCheck(req *ollamaRequest) *apiError {
 	}
 	if req.Logprobs || req.TopLogprobs != 0 {
 		return badRequest("logprobs", "unsupported_value", "logprobs is not supported")
+	}
+	return nil
+}
+
+// ollamaCheckModel checks a request's model name: present, and served.
+func (s *Server) ollamaCheckModel(name string) *apiError {
+	if name == "" {
+		return badRequest("model", "missing_field", "model is required")
+	}
+	if !s.ollamaModel(name) {
+		return &apiError{Status: http.StatusNotFound, Message: fmt.Sprintf("model %s not found: this server serves %s", quote(name), quote(s.ollamaName()))}
 	}
 	return nil
 }
@@ -348,13 +371,8 @@ func (s *Server) ollamaModel(name string) bool {
 
 func (s *Server) ollamaGenerate(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	var req ollamaRequest
-	if e := s.decodeBody(w, r, &req); e != nil {
-		ollamaFail(w, e)
-		return
-	}
-	if e := s.ollamaCheck(&req); e != nil {
-		ollamaFail(w, e)
+	req, ok := s.ollamaDecode(w, r)
+	if !ok {
 		return
 	}
 	for _, c := range []struct {
@@ -413,13 +431,8 @@ func (s *Server) ollamaGenerate(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) ollamaChat(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	var req ollamaRequest
-	if e := s.decodeBody(w, r, &req); e != nil {
-		ollamaFail(w, e)
-		return
-	}
-	if e := s.ollamaCheck(&req); e != nil {
-		ollamaFail(w, e)
+	req, ok := s.ollamaDecode(w, r)
+	if !ok {
 		return
 	}
 	if len(req.Tools) > 0 {
@@ -748,12 +761,8 @@ func (s *Server) ollamaShow(w http.ResponseWriter, r *http.Request) {
 	if req.Model == "" {
 		req.Model = req.Name
 	}
-	if req.Model == "" {
-		writeOllamaError(w, http.StatusBadRequest, "model is required")
-		return
-	}
-	if !s.ollamaModel(req.Model) {
-		writeOllamaError(w, http.StatusNotFound, fmt.Sprintf("model %s not found: this server serves %s", quote(req.Model), quote(s.ollamaName())))
+	if e := s.ollamaCheckModel(req.Model); e != nil {
+		ollamaFail(w, e)
 		return
 	}
 	f := s.model.File

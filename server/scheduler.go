@@ -241,7 +241,7 @@ func (s *Server) step(busy []*slot) {
 		for k := lo; k < hi; k++ {
 			sl := busy[k]
 			ids[k] = sl.smp.Sample(logits.Row(k))
-			if p := sl.job.params; p.logprobs {
+			if p := &sl.job.params; p.logprobs {
 				sl.lp = logprobOf(logits.Row(k), ids[k], p.topN)
 			}
 		}
@@ -322,15 +322,10 @@ func (s *Server) out(sl *slot, text string, cut bool) {
 func (s *Server) end(sl *slot, reason string) {
 	rest := sl.stream.Flush()
 	sl.decoded += len(rest)
-	if s.send(sl, rest) {
-		s.release(sl, reason, nil)
-		return
+	if !s.send(sl, rest) {
+		// Everything is out now (sent reaches decoded): so are the records left.
+		s.out(sl, sl.stop.flush(), false)
 	}
-	held := sl.stop.flush()
-	// Everything is out now: so are the records left.
-	sl.sent += len(held)
-	sl.job.emit(held, sl.pend)
-	sl.pend = nil
 	s.release(sl, reason, nil)
 }
 

@@ -107,8 +107,7 @@ func (t *Tokenizer) encodeBPEText(out []int, text string) []int {
 	if len(t.bpe.user) == 0 {
 		return t.encodeBPE(out, text)
 	}
-	user := func(id int) bool { return t.v.Types[id] == UserDefined }
-	for _, f := range t.partitionBy(text, user) {
+	for _, f := range t.partition(text, t.bpe.user) {
 		if f.id >= 0 {
 			out = append(out, f.id)
 		} else {

@@ -16,7 +16,7 @@ func (t *Tokenizer) EncodeSpecial(text string, addBOS bool) []int {
 	if addBOS && t.v.BOS >= 0 {
 		out = append(out, t.v.BOS)
 	}
-	for _, f := range t.partition(text) {
+	for _, f := range t.partition(text, t.specials) {
 		if f.id >= 0 {
 			out = append(out, f.id)
 		} else {
@@ -32,21 +32,17 @@ type fragment struct {
 	start, end int
 }
 
-// partition splits text at the special tokens' texts, one token at a time,
-// longest first, each over the text the ones before left, as llama.cpp's
-// tokenizer_st_partition does. Text fragments are never empty.
-func (t *Tokenizer) partition(text string) []fragment { return t.partitionBy(text, nil) }
-
-// partitionBy is partition over the special tokens that keep accepts (all
-// of them when keep is nil).
-func (t *Tokenizer) partitionBy(text string, keep func(id int) bool) []fragment {
+// partition splits text at the texts of ids (special tokens, longest
+// first), one token at a time, each over the text the ones before left, as
+// llama.cpp's tokenizer_st_partition does. Text fragments are never empty.
+func (t *Tokenizer) partition(text string, ids []int) []fragment {
 	if text == "" {
 		return nil
 	}
 	frags := []fragment{{id: -1, start: 0, end: len(text)}}
-	for _, id := range t.specials {
+	for _, id := range ids {
 		tok := t.v.Tokens[id]
-		if keep != nil && !keep(id) || !strings.Contains(text, tok) {
+		if !strings.Contains(text, tok) {
 			continue
 		}
 		var next []fragment

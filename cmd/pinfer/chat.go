@@ -137,8 +137,7 @@ func (c *conversation) reply(user string, out io.Writer) (full bool, err error) 
 		return false, err
 	}
 	c.replies++
-	c.msgs = msgs
-	c.msgs = append(c.msgs, server.ChatMessage{Role: "assistant", Content: res.Text})
+	c.msgs = append(msgs, server.ChatMessage{Role: "assistant", Content: res.Text})
 	t := &c.total
 	t.CacheN += res.Timings.CacheN
 	t.PromptN += res.Timings.PromptN
