@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/pinfer/pinfer/gguf"
+	"github.com/pinfer/pinfer/grammar"
 	"github.com/pinfer/pinfer/graph"
 	"github.com/pinfer/pinfer/models"
 	"github.com/pinfer/pinfer/ops"
@@ -31,6 +32,16 @@ type Model struct {
 	packing *ops.Packing // repack's
 	denseMu sync.Mutex
 	dense   *ops.Packing // PackDense's
+
+	vocabOnce sync.Once
+	vocab     *grammar.Vocab
+}
+
+// GrammarVocab is the vocabulary as a grammar's matcher reads it, made on
+// first use.
+func (m *Model) GrammarVocab() *grammar.Vocab {
+	m.vocabOnce.Do(func() { m.vocab = grammar.NewVocab(m.Tok.Texts(), m.Tok.Ends()) })
+	return m.vocab
 }
 
 // Load opens a GGUF file and binds it to graphPath, or, when that is empty,

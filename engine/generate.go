@@ -5,6 +5,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/pinfer/pinfer/grammar"
 	"github.com/pinfer/pinfer/graph"
 	"github.com/pinfer/pinfer/ops"
 	"github.com/pinfer/pinfer/predictors"
@@ -28,6 +29,10 @@ type Options struct {
 	// prompt runs from where it stops sharing the session's cached tokens,
 	// and Ctx, Threads and Pool give way to the session's own.
 	Session *graph.Session
+	// Grammar, if set, constrains the generated text (llama.cpp's
+	// --grammar): only tokens that keep it a prefix of a match are drawn,
+	// and an end token only once it matches.
+	Grammar *grammar.Grammar
 }
 
 // Logit is one entry of a top-logits list.
@@ -122,6 +127,9 @@ func (m *Model) Generate(opt Options) (*Result, error) {
 	}
 	sess.SetPredictor(opt.Predictor)
 	smp := sample.New(opt.Sample)
+	if opt.Grammar != nil {
+		smp.SetGrammar(opt.Grammar.NewMatcher(m.GrammarVocab()))
+	}
 	for _, id := range res.PromptTokens {
 		smp.Accept(id)
 	}
@@ -151,7 +159,10 @@ func (m *Model) Generate(opt Options) (*Result, error) {
 	res.StopReason = "length"
 	var evalStart time.Time
 	for n := 0; opt.N < 0 || n < opt.N; n++ {
-		id := smp.Sample(logits.Data)
+		id, err := smp.Pick(logits.Data)
+		if err != nil {
+			return nil, fmt.Errorf("after %d tokens: %w", n, err)
+		}
 		if n == 0 {
 			evalStart = time.Now() // the first token came with the prompt's pass
 		}

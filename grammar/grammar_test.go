@@ -150,13 +150,13 @@ func TestParseErrors(t *testing.T) {
 func TestAllowedMatchesPrefix(t *testing.T) {
 	pieces := [][]byte{nil, []byte("{"), []byte("}"), []byte(`"`), []byte(`":`), []byte("a"), []byte(`"a"`),
 		[]byte(" "), []byte("\n"), []byte("1"), []byte("12"), []byte(`, "`), []byte("é"), []byte{0xc3}, []byte{0xa9},
-		[]byte{0xe2, 0x82}, []byte{0xac}, []byte("tr"), []byte("ue"), []byte("true}"), []byte("[1,"), []byte{0xff}, []byte(`\`), []byte("n")}
+		[]byte{0xe2, 0x82}, []byte{0xac}, []byte("tr"), []byte("ue"), []byte("true}"), []byte("[1,"), []byte{0xff}, []byte{0xe0}, []byte{0xf0}, []byte{0xf4, 0x90}, []byte{0xed, 0xa0}, []byte(`\`), []byte("n")}
 	end := 0
 	v := NewVocab(pieces, []int{end})
 	g := mustParse(t, JSON)
 	r := rand.New(rand.NewPCG(5, 5))
 	mask := make([]bool, len(pieces))
-	for walk := range 300 {
+	for walk := range 100 {
 		m := g.NewMatcher(v)
 		var text []byte
 		for step := 0; step < 30; step++ {
@@ -216,21 +216,34 @@ func bytePrefix(g *Grammar, b []byte) bool {
 	if cut == len(b) {
 		return g.Prefix(string(b))
 	}
-	// Try every completion of the cut character: its missing continuation
-	// bytes.
-	var try func(c []byte) bool
-	try = func(c []byte) bool {
+	// Complete the cut character with its smallest and its largest valid
+	// completion: the grammars here treat every non-ASCII character alike,
+	// so one of them fits exactly when some completion does.
+	var find func(c []byte, up bool) []byte
+	find = func(c []byte, up bool) []byte {
 		if utf8.FullRune(c) {
-			return utf8.Valid(c) && g.Prefix(string(b[:cut])+string(c))
+			if utf8.Valid(c) {
+				return c
+			}
+			return nil
 		}
-		for x := byte(0x80); x < 0xc0; x++ {
-			if try(append(c, x)) {
-				return true
+		for i := range 0x40 {
+			x := byte(0x80 + i)
+			if !up {
+				x = byte(0xbf - i)
+			}
+			if r := find(append(append([]byte(nil), c...), x), up); r != nil {
+				return r
 			}
 		}
-		return false
+		return nil
 	}
-	return try(append([]byte(nil), b[cut:]...))
+	for _, up := range []bool{true, false} {
+		if c := find(b[cut:], up); c != nil && g.Prefix(string(b[:cut])+string(c)) {
+			return true
+		}
+	}
+	return false
 }
 
 func TestAmbiguousGrammarStaysSmall(t *testing.T) {
@@ -240,7 +253,7 @@ func TestAmbiguousGrammarStaysSmall(t *testing.T) {
 	for range 100 {
 		require.NoError(t, m.Accept(0))
 	}
-	require.LessOrEqual(t, len(m.s), 4) // the next "a" of each repetition, or "b"
+	require.LessOrEqual(t, len(m.st.s), 4) // the next "a" of each repetition, or "b"
 }
 
 func ExampleParse() {

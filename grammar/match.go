@@ -1,7 +1,10 @@
 package grammar
 
 import (
+	"cmp"
+	"encoding/binary"
 	"fmt"
+	"slices"
 	"unicode/utf8"
 )
 
@@ -14,9 +17,15 @@ import (
 // text: it is nil in the set.
 
 // frame is a position in a rule's alternative, and below it where to go
-// on when the alternative ends. Frames are shared by the stacks that
+// on when the alternative ends. Frames are interned by their automaton
+// (equal ones are one pointer, with an id), shared by the stacks that
 // continue alike, and never changed.
 type frame struct {
+	fkey
+	id int32
+}
+
+type fkey struct {
 	rule, alt, idx int32
 	up             *frame
 }
@@ -29,21 +38,60 @@ const maxStacks = 4096
 // stacks.
 var ErrTooAmbiguous = fmt.Errorf("grammar: more than %d ways to read the text at once (an ambiguous grammar)", maxStacks)
 
-// stacks is one state: the frames at the tops of its stacks.
+// stacks is a set of stacks: the frames at their tops, nil for a stack
+// that has run off the root's end (the text so far is a match).
 type stacks []*frame
 
-// start is the state before any text.
-func (g *Grammar) start() stacks {
-	var out stacks
-	for a := range g.rules[g.root] {
-		out = g.expand(&frame{int32(g.root), int32(a), 0, nil}, out)
+// state is a set of stacks, interned, with the states each character
+// leads to as they are found: a mask over a vocabulary's trie steps from
+// the same few states by the same characters again and again.
+type state struct {
+	s     stacks // sorted by frame id, nil first; no two alike
+	done  bool
+	ascii [128]*state
+	other map[rune]*state
+}
+
+// dead is the state of no stacks: the text can no longer match.
+var dead = &state{}
+
+// automaton interns a grammar's frames and states. It grows with the
+// states a text goes through, and belongs to one matcher (no locks).
+type automaton struct {
+	g      *Grammar
+	frames map[fkey]*frame
+	states map[string]*state
+	buf    stacks
+	key    []byte
+}
+
+func newAutomaton(g *Grammar) *automaton {
+	return &automaton{g: g, frames: map[fkey]*frame{}, states: map[string]*state{}}
+}
+
+func (a *automaton) frame(k fkey) *frame {
+	f, ok := a.frames[k]
+	if !ok {
+		f = &frame{k, int32(len(a.frames))}
+		a.frames[k] = f
 	}
-	return dedup(out)
+	return f
+}
+
+// start is the state before any text.
+func (a *automaton) start() *state {
+	a.buf = a.buf[:0]
+	g := a.g
+	for alt := range g.rules[g.root] {
+		a.buf = a.expand(a.frame(fkey{int32(g.root), int32(alt), 0, nil}), a.buf)
+	}
+	return a.intern(a.buf)
 }
 
 // expand adds to out the stacks that f leads to whose tops are character
 // classes (or nil, the end of the root).
-func (g *Grammar) expand(f *frame, out stacks) stacks {
+func (a *automaton) expand(f *frame, out stacks) stacks {
+	g := a.g
 	for f != nil && int(f.idx) == len(g.rules[f.rule][f.alt]) {
 		f = f.up
 	}
@@ -58,97 +106,102 @@ func (g *Grammar) expand(f *frame, out stacks) stacks {
 	// below: right recursion (a repetition's R ::= x R) stays one frame deep.
 	ret := f.up
 	if int(f.idx)+1 < len(g.rules[f.rule][f.alt]) {
-		ret = &frame{f.rule, f.alt, f.idx + 1, f.up}
+		ret = a.frame(fkey{f.rule, f.alt, f.idx + 1, f.up})
 	}
-	for a := range g.rules[e.ref] {
-		out = g.expand(&frame{int32(e.ref), int32(a), 0, ret}, out)
+	for alt := range g.rules[e.ref] {
+		out = a.expand(a.frame(fkey{int32(e.ref), int32(alt), 0, ret}), out)
+		if len(out) > 4*maxStacks {
+			return out // intern refuses it
+		}
 	}
 	return out
 }
 
-// step is the state after character c; empty if no stack takes it.
-func (g *Grammar) step(s stacks, c rune, out stacks) stacks {
-	out = out[:0]
+// intern gives the state of the stacks s (which it may reorder).
+func (a *automaton) intern(s stacks) *state {
+	if len(s) == 0 {
+		return dead
+	}
+	slices.SortFunc(s, func(x, y *frame) int { return cmp.Compare(frameID(x), frameID(y)) })
+	s = slices.Compact(s)
+	if len(s) > maxStacks {
+		return nil
+	}
+	a.key = a.key[:0]
 	for _, f := range s {
+		a.key = binary.LittleEndian.AppendUint32(a.key, uint32(frameID(f)))
+	}
+	if st, ok := a.states[string(a.key)]; ok {
+		return st
+	}
+	st := &state{s: slices.Clone(s), done: s[0] == nil}
+	a.states[string(a.key)] = st
+	return st
+}
+
+func frameID(f *frame) int32 {
+	if f == nil {
+		return -1
+	}
+	return f.id
+}
+
+// next is the state after character c: dead if no stack takes it, nil if
+// too many would.
+func (a *automaton) next(st *state, c rune) *state {
+	if c < 128 {
+		if n := st.ascii[c]; n != nil {
+			return n
+		}
+	} else if n, ok := st.other[c]; ok {
+		return n
+	}
+	a.buf = a.buf[:0]
+	for _, f := range st.s {
 		if f == nil {
 			continue
 		}
-		if e := &g.rules[f.rule][f.alt][f.idx]; e.matches(c) {
-			out = g.expand(&frame{f.rule, f.alt, f.idx + 1, f.up}, out)
+		if e := &a.g.rules[f.rule][f.alt][f.idx]; e.matches(c) {
+			a.buf = a.expand(a.frame(fkey{f.rule, f.alt, f.idx + 1, f.up}), a.buf)
 		}
 	}
-	return dedup(out)
-}
-
-// dedup drops stacks equal to an earlier one (the same positions all the
-// way down), which ambiguous grammars make.
-func dedup(s stacks) stacks {
-	if len(s) < 2 {
-		return s
+	n := a.intern(a.buf)
+	if n == nil {
+		return nil
 	}
-	out := s[:1]
-	for _, f := range s[1:] {
-		dup := false
-		for _, o := range out {
-			if same(f, o) {
-				dup = true
-				break
-			}
+	if c < 128 {
+		st.ascii[c] = n
+	} else {
+		if st.other == nil {
+			st.other = map[rune]*state{}
 		}
-		if !dup {
-			out = append(out, f)
-		}
+		st.other[c] = n
 	}
-	return out
-}
-
-func same(a, b *frame) bool {
-	for a != b {
-		if a == nil || b == nil || a.rule != b.rule || a.alt != b.alt || a.idx != b.idx {
-			return false
-		}
-		a, b = a.up, b.up
-	}
-	return true
-}
-
-// done says whether the text so far is a whole match.
-func (s stacks) done() bool {
-	for _, f := range s {
-		if f == nil {
-			return true
-		}
-	}
-	return false
+	return n
 }
 
 // MatchString says whether the grammar matches the whole of text.
 func (g *Grammar) MatchString(text string) bool {
-	s := g.start()
-	var buf stacks
-	for _, c := range text {
-		buf = g.step(s, c, buf)
-		s, buf = buf, s
-		if len(s) == 0 {
-			return false
-		}
-	}
-	return s.done()
+	st, ok := g.run(text)
+	return ok && st.done
 }
 
 // Prefix says whether text can be continued into a match (a whole match
 // included).
 func (g *Grammar) Prefix(text string) bool {
-	s := g.start()
-	var buf stacks
+	_, ok := g.run(text)
+	return ok
+}
+
+func (g *Grammar) run(text string) (*state, bool) {
+	a := newAutomaton(g)
+	st := a.start()
 	for _, c := range text {
-		buf = g.step(s, c, buf)
-		s, buf = buf, s
-		if len(s) == 0 {
-			return false
+		if st = a.next(st, c); st == nil || st == dead {
+			return nil, false
 		}
 	}
-	return true
+	return st, true
 }
 
 // partial is the start of a UTF-8 character that a token ended before its
@@ -160,14 +213,15 @@ type partial struct {
 }
 
 // feed adds byte c to the text: a whole character goes through the
-// grammar, part of one waits in p. ok is false if the grammar (or UTF-8)
-// refuses it.
-func (g *Grammar) feed(s stacks, p partial, c byte, buf stacks) (stacks, partial, bool) {
+// automaton, part of one waits in p. ok is false if the grammar (or
+// UTF-8) refuses it; the state is nil only when it would be too
+// ambiguous.
+func (a *automaton) feed(st *state, p partial, c byte) (*state, partial, bool) {
 	if p.need == 0 {
 		switch {
 		case c < 0x80:
-			out := g.step(s, rune(c), buf)
-			return out, p, len(out) > 0
+			n := a.next(st, rune(c))
+			return n, p, n != nil && n != dead
 		case c&0xe0 == 0xc0 && c >= 0xc2:
 			p.need = 1
 		case c&0xf0 == 0xe0:
@@ -175,35 +229,38 @@ func (g *Grammar) feed(s stacks, p partial, c byte, buf stacks) (stacks, partial
 		case c&0xf8 == 0xf0 && c <= 0xf4:
 			p.need = 3
 		default:
-			return nil, p, false
+			return dead, p, false
 		}
 		p.b[0], p.n = c, 1
-		return s, p, g.couldTake(s, p)
+		return st, p, a.couldTake(st, p)
 	}
 	if c&0xc0 != 0x80 {
-		return nil, p, false
+		return dead, p, false
 	}
 	p.b[p.n], p.n, p.need = c, p.n+1, p.need-1
 	if p.need > 0 {
-		return s, p, g.couldTake(s, p)
+		return st, p, a.couldTake(st, p)
 	}
 	r, size := utf8.DecodeRune(p.b[:p.n])
 	if r == utf8.RuneError && size <= 1 {
-		return nil, partial{}, false // overlong or a surrogate
+		return dead, partial{}, false // overlong or a surrogate
 	}
-	out := g.step(s, r, buf)
-	return out, partial{}, len(out) > 0
+	n := a.next(st, r)
+	return n, partial{}, n != nil && n != dead
 }
 
 // couldTake says whether some stack takes a character that starts with
 // p's bytes: their range, [lo, hi], meets a stack's class.
-func (g *Grammar) couldTake(s stacks, p partial) bool {
+func (a *automaton) couldTake(st *state, p partial) bool {
 	lo, hi := partialRange(p)
-	for _, f := range s {
+	if lo > hi {
+		return false
+	}
+	for _, f := range st.s {
 		if f == nil {
 			continue
 		}
-		e := &g.rules[f.rule][f.alt][f.idx]
+		e := &a.g.rules[f.rule][f.alt][f.idx]
 		if e.neg {
 			// The complement of the ranges meets [lo, hi] unless they
 			// cover it whole.
@@ -221,8 +278,21 @@ func (g *Grammar) couldTake(s stacks, p partial) bool {
 	return false
 }
 
-// partialRange is the code points a UTF-8 prefix can still become.
+// partialRange is the code points a UTF-8 prefix can still become: those
+// its bytes start, less the ones its length may not encode (overlong
+// forms, past U+10FFFF) and the surrogates. lo > hi when there are none.
 func partialRange(p partial) (lo, hi rune) {
+	lo, hi = prefixRange(p)
+	n := p.n + p.need
+	lo = max(lo, [5]rune{0, 0, 0x80, 0x800, 0x10000}[n])
+	hi = min(hi, utf8.MaxRune)
+	if n == 3 && lo >= 0xd800 && hi <= 0xdfff {
+		return 1, 0
+	}
+	return lo, hi
+}
+
+func prefixRange(p partial) (lo, hi rune) {
 	n := p.n + p.need
 	var lead rune
 	switch n {

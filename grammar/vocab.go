@@ -51,21 +51,21 @@ func (v *Vocab) Size() int { return len(v.pieces) }
 
 // A Matcher follows one generated text through a grammar.
 type Matcher struct {
-	g    *Grammar
-	v    *Vocab
-	s    stacks
-	p    partial
-	bufs []stacks // walk's, a level deep each
+	a  *automaton
+	v  *Vocab
+	st *state
+	p  partial
 }
 
 // NewMatcher starts a text.
 func (g *Grammar) NewMatcher(v *Vocab) *Matcher {
-	return &Matcher{g: g, v: v, s: g.start()}
+	a := newAutomaton(g)
+	return &Matcher{a: a, v: v, st: a.start()}
 }
 
 // Done says whether the text so far is a whole match, so that an end
 // token may come.
-func (m *Matcher) Done() bool { return m.p.need == 0 && m.s.done() }
+func (m *Matcher) Done() bool { return m.p.need == 0 && m.st.done }
 
 // Allowed sets mask[id] (len(mask) is the vocabulary's size) to whether
 // token id may come next: its text keeps the text a prefix of a match, or
@@ -73,7 +73,7 @@ func (m *Matcher) Done() bool { return m.p.need == 0 && m.s.done() }
 // allowed.
 func (m *Matcher) Allowed(mask []bool) int {
 	clear(mask)
-	n := m.walk(&m.v.root, m.s, m.p, 0, mask)
+	n := m.walk(&m.v.root, m.st, m.p, mask)
 	if m.Done() {
 		for _, id := range m.v.ends {
 			if id >= 0 && id < len(mask) && !mask[id] {
@@ -85,28 +85,38 @@ func (m *Matcher) Allowed(mask []bool) int {
 	return n
 }
 
-func (m *Matcher) walk(n *node, s stacks, p partial, depth int, mask []bool) int {
+func (m *Matcher) walk(n *node, st *state, p partial, mask []bool) int {
 	count := 0
 	for _, id := range n.toks {
 		mask[id] = true
 		count++
 	}
-	if depth == len(m.bufs) {
-		m.bufs = append(m.bufs, nil)
-	}
 	for _, e := range n.kids {
-		ns, np, ok := m.g.feed(s, p, e.b, m.bufs[depth])
-		if ok {
-			if len(ns) > maxStacks {
-				continue
-			}
-			count += m.walk(e.n, ns, np, depth+1, mask)
-		}
-		if np.need == 0 && ns != nil {
-			m.bufs[depth] = ns[:0] // a step wrote it: keep it, grown or not
+		if nst, np, ok := m.a.feed(st, p, e.b); ok {
+			count += m.walk(e.n, nst, np, mask)
 		}
 	}
 	return count
+}
+
+// Allows says whether token id may come next, as Allowed would set it:
+// for a caller that tries the likeliest tokens first.
+func (m *Matcher) Allows(id int) bool {
+	if id < 0 || id >= len(m.v.pieces) {
+		return false
+	}
+	if slices.Contains(m.v.ends, id) {
+		return m.Done()
+	}
+	piece := m.v.pieces[id]
+	st, p := m.st, m.p
+	for _, b := range piece {
+		var ok bool
+		if st, p, ok = m.a.feed(st, p, b); !ok {
+			return false
+		}
+	}
+	return len(piece) > 0
 }
 
 // Accept moves the text on by token id, which must be allowed.
@@ -124,17 +134,17 @@ func (m *Matcher) Accept(id int) error {
 	if len(piece) == 0 {
 		return fmt.Errorf("grammar: token %d has no text the grammar could match", id)
 	}
-	s, p := m.s, m.p
+	st, p := m.st, m.p
 	for _, b := range piece {
-		ns, np, ok := m.g.feed(s, p, b, nil)
+		nst, np, ok := m.a.feed(st, p, b)
 		if !ok {
+			if nst == nil {
+				return ErrTooAmbiguous
+			}
 			return fmt.Errorf("grammar: token %d (%q) does not fit the grammar here", id, piece)
 		}
-		if len(ns) > maxStacks {
-			return ErrTooAmbiguous
-		}
-		s, p = ns, np
+		st, p = nst, np
 	}
-	m.s, m.p = s, p
+	m.st, m.p = st, p
 	return nil
 }

@@ -5,6 +5,8 @@ import (
 	"sort"
 	"testing"
 
+	"github.com/pinfer/pinfer/grammar"
+
 	"github.com/stretchr/testify/require"
 )
 
@@ -127,4 +129,45 @@ func TestCheck(t *testing.T) {
 	nan := ok
 	nan.TopP = math.NaN()
 	require.Error(t, nan.Check())
+}
+
+// Under a grammar, Pick draws only allowed tokens, greedy takes the best
+// allowed one, an end token comes once the grammar is matched, and a
+// grammar that needs a character no token writes is an error.
+func TestPickUnderGrammar(t *testing.T) {
+	pieces := [][]byte{nil, []byte("a"), []byte("b"), []byte("ab"), []byte("c")}
+	v := grammar.NewVocab(pieces, []int{0})
+	g, err := grammar.Parse(`root ::= "a" "b"+`)
+	require.NoError(t, err)
+	s := New(Params{Temp: 0, TopP: 1, RepeatPenalty: 1})
+	s.SetGrammar(g.NewMatcher(v))
+	// "c" and the end are the likeliest, then "b"; "ab" and "a" may start.
+	logits := []float32{9, 1, 5, 2, 10}
+	id, err := s.Pick(logits)
+	require.NoError(t, err)
+	require.Equal(t, 3, id) // "ab" beats "a"
+	id, err = s.Pick(logits)
+	require.NoError(t, err)
+	require.Equal(t, 0, id) // matched: the end beats "b"
+	for seed := range uint64(50) {
+		s := New(Params{Temp: 1, TopP: 1, RepeatPenalty: 1, Seed: seed})
+		s.SetGrammar(g.NewMatcher(v))
+		text := ""
+		for {
+			id, err := s.Pick(logits)
+			require.NoError(t, err)
+			if id == 0 {
+				break
+			}
+			text += string(pieces[id])
+		}
+		require.Regexp(t, `^ab+$`, text)
+	}
+	g, err = grammar.Parse(`root ::= "a" "d"`)
+	require.NoError(t, err)
+	s.SetGrammar(g.NewMatcher(v))
+	_, err = s.Pick(logits)
+	require.NoError(t, err)
+	_, err = s.Pick(logits)
+	require.ErrorContains(t, err, "the grammar allows no token here")
 }

@@ -1,6 +1,7 @@
 package tokenizer
 
 import (
+	"slices"
 	"strings"
 	"unicode/utf8"
 )
@@ -95,4 +96,33 @@ func completePrefix(b []byte) int {
 		return len(b) - back
 	}
 	return len(b)
+}
+
+// Texts is each token's text as generation writes it (a SentencePiece
+// token's ▁ a space, a byte token its byte, a user-defined token its
+// text), nil for the tokens that write none: control, unknown and unused
+// ones. A grammar's matcher reads the vocabulary so.
+func (t *Tokenizer) Texts() [][]byte {
+	out := make([][]byte, len(t.surface))
+	for id, s := range t.surface {
+		switch t.v.Types[id] {
+		case Normal, UserDefined, Byte:
+			out[id] = []byte(s)
+		}
+	}
+	return out
+}
+
+// Ends is the ids that end a text: EOS and the ends of turn.
+func (t *Tokenizer) Ends() []int {
+	var out []int
+	if t.v.EOS >= 0 {
+		out = append(out, t.v.EOS)
+	}
+	for _, id := range t.v.EndOfTurn {
+		if !slices.Contains(out, id) {
+			out = append(out, id)
+		}
+	}
+	return out
 }

@@ -141,6 +141,7 @@ func runCmd() *cobra.Command {
 	var cnv bool
 	var system, templateFile string
 	var seed int64
+	var gf grammarFlags
 	sp := sample.Defaults()
 	c := &cobra.Command{
 		Use:   "run",
@@ -199,6 +200,10 @@ func runCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			gram, err := gf.grammar(cmd)
+			if err != nil {
+				return err
+			}
 			switch {
 			case seed == -1:
 				sp.Seed = uint64(rand.Int64()) // 63 bits, so that --seed takes it back
@@ -217,7 +222,7 @@ func runCmd() *cobra.Command {
 				return err
 			}
 			defer release()
-			opt := engine.Options{Prompt: prompt, N: n, Ctx: nctx, Threads: mf.threads, Sample: sp, TopLogits: topLogits, Predictor: pred, PromptIDs: ids}
+			opt := engine.Options{Prompt: prompt, N: n, Ctx: nctx, Threads: mf.threads, Sample: sp, TopLogits: topLogits, Predictor: pred, PromptIDs: ids, Grammar: gram}
 			if cnv {
 				return runConversation(m, opt, template, system, prompt, os.Stdin, os.Stdout)
 			}
@@ -253,6 +258,7 @@ func runCmd() *cobra.Command {
 	}
 	mf.add(c)
 	g.add(c)
+	gf.add(c)
 	fl := c.Flags()
 	fl.StringVarP(&prompt, "prompt", "p", "", "prompt text")
 	fl.StringVarP(&file, "file", "f", "", "read the prompt from a file")
