@@ -29,6 +29,12 @@ type Options struct {
 	// prompt runs from where it stops sharing the session's cached tokens,
 	// and Ctx, Threads and Pool give way to the session's own.
 	Session *graph.Session
+	// ContextShift lets generation go on past a full context, as
+	// llama-cli's context shift: the prompt's first Keep tokens after BOS
+	// (all of it when Keep < 0) stay, half of the positions after them are
+	// dropped, and the kept tokens run again from the first one dropped.
+	ContextShift bool
+	Keep         int
 	// Grammar, if set, constrains the generated text (llama.cpp's
 	// --grammar): only tokens that keep it a prefix of a match are drawn,
 	// and an end token only once it matches.
@@ -70,7 +76,8 @@ type Result struct {
 	Text         string       `json:"text"`
 	TopLogits    []Logit      `json:"top_logits,omitempty"`
 	StopReason   string       `json:"stop_reason"`
-	Seed         uint64       `json:"seed"` // the sampler's, to run a draw again
+	Shifts       int          `json:"context_shifts,omitempty"` // times the context was shifted
+	Seed         uint64       `json:"seed"`                     // the sampler's, to run a draw again
 	Timings      Timings      `json:"timings"`
 	Stats        *SparseStats `json:"stats,omitempty"`
 	LastLogits   []float32    `json:"-"` // logits at the last prompt position
@@ -173,14 +180,19 @@ func (m *Model) Generate(opt Options) (*Result, error) {
 		res.Tokens = append(res.Tokens, id)
 		smp.Accept(id)
 		emit(stream.Add(id))
-		if sess.Pos() >= nctx {
+		full := sess.Pos() >= nctx
+		if full && !opt.ContextShift {
 			res.StopReason = "context"
 			break
 		}
 		if opt.N >= 0 && n == opt.N-1 {
 			break // the last token needs no forward pass
 		}
-		if logits, err = sess.Forward([]int{id}, false); err != nil {
+		if full {
+			if logits, err = m.shift(sess, res, opt.Keep, id); err != nil {
+				return nil, err
+			}
+		} else if logits, err = sess.Forward([]int{id}, false); err != nil {
 			return nil, err
 		}
 		res.Timings.EvalRuns++
@@ -194,6 +206,31 @@ func (m *Model) Generate(opt Options) (*Result, error) {
 	res.Timings.Fill()
 	res.Stats = m.sparseStats(sess.Runner(), opt.Predictor)
 	return res, nil
+}
+
+// shift makes room in a full session for token id: it keeps the first
+// keep prompt tokens after BOS (all of them when keep < 0), drops half of
+// the positions after them, and runs the rest again from the first
+// dropped one, with id after them. The logits are then those of a session
+// that was given the kept tokens from the start.
+func (m *Model) shift(sess *graph.Session, res *Result, keep, id int) (*ops.Tensor, error) {
+	toks := sess.Tokens()
+	bos := 0
+	if len(toks) > 0 && toks[0] == m.Tok.BOS() {
+		bos = 1
+	}
+	if keep < 0 || keep > len(res.PromptTokens)-bos {
+		keep = len(res.PromptTokens) - bos
+	}
+	keep += bos
+	drop := (len(toks) - keep) / 2
+	if drop < 1 {
+		return nil, fmt.Errorf("context shift: the %d kept tokens leave no room in a context of %d (lower --keep or raise -c)", keep, sess.NCtx())
+	}
+	kept := append(append(append([]int(nil), toks[:keep]...), toks[keep+drop:]...), id)
+	ran := sess.Reuse(kept)
+	res.Shifts++
+	return sess.Forward(kept[ran:], false)
 }
 
 // Fill derives the per-token and per-second figures from the counts and times.

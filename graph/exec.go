@@ -58,6 +58,10 @@ func (s *Session) SetKVType(t ops.DType) error {
 	return nil
 }
 
+// Tokens is the tokens at positions 0..Pos()-1 (the session's own list:
+// do not change it).
+func (s *Session) Tokens() []int { return s.toks }
+
 // Reset empties the sequence; the caches are kept and overwritten.
 func (s *Session) Reset() { s.pos, s.toks = 0, s.toks[:0] }
 

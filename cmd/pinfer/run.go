@@ -142,6 +142,8 @@ func runCmd() *cobra.Command {
 	var system, templateFile string
 	var seed int64
 	var gf grammarFlags
+	var shift bool
+	var keep int
 	sp := sample.Defaults()
 	c := &cobra.Command{
 		Use:   "run",
@@ -196,6 +198,12 @@ func runCmd() *cobra.Command {
 			case !cnv && (system != "" || templateFile != ""):
 				return errors.New("--system-prompt and --chat-template-file are for --conversation (-cnv)")
 			}
+			if keep < -1 {
+				return fmt.Errorf("--keep %d: want a count of prompt tokens, or -1 for all of them", keep)
+			}
+			if cmd.Flags().Changed("keep") && !shift {
+				return errors.New("--keep says what a context shift keeps: add --context-shift")
+			}
 			template, err := readTemplate(templateFile)
 			if err != nil {
 				return err
@@ -222,7 +230,7 @@ func runCmd() *cobra.Command {
 				return err
 			}
 			defer release()
-			opt := engine.Options{Prompt: prompt, N: n, Ctx: nctx, Threads: mf.threads, Sample: sp, TopLogits: topLogits, Predictor: pred, PromptIDs: ids, Grammar: gram}
+			opt := engine.Options{Prompt: prompt, N: n, Ctx: nctx, Threads: mf.threads, Sample: sp, TopLogits: topLogits, Predictor: pred, PromptIDs: ids, Grammar: gram, ContextShift: shift, Keep: keep}
 			if cnv {
 				return runConversation(m, opt, template, system, prompt, os.Stdin, os.Stdout)
 			}
@@ -272,6 +280,8 @@ func runCmd() *cobra.Command {
 	fl.Float64Var(&sp.MinP, "min-p", sp.MinP, "min-p sampling (0: off)")
 	fl.Float64Var(&sp.RepeatPenalty, "repeat-penalty", sp.RepeatPenalty, "penalty for repeated tokens (1: off)")
 	fl.IntVar(&sp.RepeatLastN, "repeat-last-n", sp.RepeatLastN, "how many recent tokens the repeat penalty sees (0: none, -1: all)")
+	fl.BoolVar(&shift, "context-shift", false, "when the context is full, drop the older half of what follows the kept prompt tokens and go on (llama-cli's context shift), rather than stop")
+	fl.IntVar(&keep, "keep", 0, "with --context-shift: the prompt tokens after BOS that a shift keeps (-1: all of them)")
 	fl.BoolVar(&asJSON, "json", false, "print one JSON object instead of text")
 	fl.IntVar(&topLogits, "top-logits", 0, "with --json: the K largest logits at the last prompt position")
 	fl.BoolVar(&cnv, "conversation", false, "chat (-cnv, as llama-cli): read turns from standard input, a line each (end a line with \\ to go on), and reply with the model's chat template; -p is the first turn, -n caps each reply, reply k draws with --seed plus k, a turn too long for the context left is refused, Ctrl-D ends")
