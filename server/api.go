@@ -38,13 +38,16 @@ type samplingFields struct {
 
 	// Ask for what this server does not give: refused unless off, so that
 	// a client never takes a plain answer for the one it asked for.
-	Suffix         string            `json:"suffix"`
-	Tools          []json.RawMessage `json:"tools"`
-	Functions      []json.RawMessage `json:"functions"`
-	ToolChoice     json.RawMessage   `json:"tool_choice"`
-	ResponseFormat *struct {
-		Type string `json:"type"`
-	} `json:"response_format"`
+	Suffix     string            `json:"suffix"`
+	Tools      []json.RawMessage `json:"tools"`
+	Functions  []json.RawMessage `json:"functions"`
+	ToolChoice json.RawMessage   `json:"tool_choice"`
+
+	// Constrain the text (constraint.go): llama-server's grammar (GBNF)
+	// and json_schema, or OpenAI's response_format.
+	Grammar        *string         `json:"grammar"`
+	JSONSchema     json.RawMessage `json:"json_schema"`
+	ResponseFormat *responseFormat `json:"response_format"`
 }
 
 type streamOptions struct {

@@ -97,8 +97,8 @@ type ollamaRequest struct {
 	Model  string         `json:"model"`
 	Stream *bool          `json:"stream"` // ollama's default: true
 	Opts   *ollamaOptions `json:"options"`
-	// Format asks for JSON ("json" or a schema): refused, as the OpenAI
-	// side refuses response_format json, since nothing constrains the text.
+	// Format asks for JSON: "json" (an object) or a schema the text must
+	// match (constraint.go).
 	Format json.RawMessage `json:"format"`
 	// KeepAlive: the model stays loaded as long as the server, whatever
 	// it says; only its 0 with nothing to generate, ollama's request to
@@ -329,9 +329,6 @@ func (s *Server) ollamaCheck(req *ollamaRequest) *apiError {
 	if e := s.ollamaCheckModel(req.Model); e != nil {
 		return e
 	}
-	if f := strings.TrimSpace(string(req.Format)); f != "" && f != "null" && f != `""` {
-		return badRequest("format", "unsupported_value", "format is not supported: the output is not constrained to JSON (leave format out for text)")
-	}
 	var think any
 	json.Unmarshal(req.Think, &think)
 	if think != nil && think != false {
@@ -396,6 +393,9 @@ func (s *Server) ollamaGenerate(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	g, numCtx, e := s.ollamaParams(req.Opts)
+	if e == nil {
+		g.grammar, e = ollamaFormat(req.Format)
+	}
 	if e != nil {
 		ollamaFail(w, e)
 		return
@@ -440,6 +440,9 @@ func (s *Server) ollamaChat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	g, numCtx, e := s.ollamaParams(req.Opts)
+	if e == nil {
+		g.grammar, e = ollamaFormat(req.Format)
+	}
 	if e != nil {
 		ollamaFail(w, e)
 		return

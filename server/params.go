@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/pinfer/pinfer/grammar"
 	"github.com/pinfer/pinfer/sample"
 )
 
@@ -97,6 +98,8 @@ type genParams struct {
 	stops   []string
 	cache   bool // reuse the slot's cached prefix
 
+	grammar *grammar.Grammar // the text must match it (constraint.go); nil: free
+
 	logprobs bool // report each token's log-probability (logprobs.go)
 	topN     int  // and the topN likeliest tokens at its position
 	echo     bool // the prompt's text comes first (completions' echo)
@@ -119,7 +122,8 @@ func (s *Server) sampling(f *samplingFields) (genParams, *apiError) {
 			return g, badRequest(name, "unsupported_value", "%s is not supported (use repeat_penalty)", name)
 		}
 	}
-	if e := unsupported(f); e != nil {
+	e := unsupported(f)
+	if e != nil {
 		return g, e
 	}
 	if f.Temperature != nil {
@@ -167,6 +171,9 @@ func (s *Server) sampling(f *samplingFields) (genParams, *apiError) {
 		}
 		g.maxTokens, g.maxName = *mt, name
 	}
+	if g.grammar, e = constraint(f); e != nil {
+		return g, e
+	}
 	if len(f.Stop) > 4 {
 		return g, badRequest("stop", "invalid_value", "stop takes at most 4 strings")
 	}
@@ -195,9 +202,6 @@ func unsupported(f *samplingFields) *apiError {
 		if c.on {
 			return badRequest(c.name, "unsupported_value", "%s is not supported", c.name)
 		}
-	}
-	if rf := f.ResponseFormat; rf != nil && rf.Type != "text" {
-		return badRequest("response_format", "unsupported_value", "response_format of type %s is not supported: only \"text\"", quote(rf.Type))
 	}
 	return nil
 }

@@ -122,8 +122,6 @@ func TestUnsupportedResponseFieldsRefused(t *testing.T) {
 		{chat, `"tool_choice":"auto"`, "tool_choice"},
 		{chat, `"tool_choice":"required"`, "tool_choice"},
 		{chat, `"tool_choice":{"type":"function","function":{"name":"f"}}`, "tool_choice"},
-		{chat, `"response_format":{"type":"json_object"}`, "response_format"},
-		{chat, `"response_format":{"type":"json_schema","json_schema":{"name":"x","schema":{}}}`, "response_format"},
 		{cmpl, `"n":2`, "n"},
 	}
 	for _, c := range refused {

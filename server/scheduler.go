@@ -144,6 +144,9 @@ func (s *Server) prefill(sl *slot, j *job) {
 		sl.sess.Reset()
 	}
 	sl.smp = sample.New(j.params.sample)
+	if g := j.params.grammar; g != nil {
+		sl.smp.SetGrammar(g.NewMatcher(s.model.GrammarVocab()))
+	}
 	for _, id := range j.prompt {
 		sl.smp.Accept(id)
 	}
@@ -176,7 +179,11 @@ func (s *Server) prefill(sl *slot, j *job) {
 		s.release(sl, finishLength, nil)
 		return
 	}
-	id := sl.smp.Sample(last)
+	id, err := sl.smp.Pick(last)
+	if err != nil {
+		s.release(sl, finishError, err)
+		return
+	}
 	if j.params.logprobs {
 		sl.lp = logprobOf(last, id, j.params.topN)
 	}
@@ -237,16 +244,21 @@ func (s *Server) step(busy []*slot) {
 	// samplers (a sort over the vocabulary each, when temperature > 0) run
 	// on the workers side by side.
 	ids := make([]int, len(busy))
+	errs := make([]error, len(busy))
 	s.pool.Run(len(busy), func(lo, hi int) {
 		for k := lo; k < hi; k++ {
 			sl := busy[k]
-			ids[k] = sl.smp.Sample(logits.Row(k))
-			if p := &sl.job.params; p.logprobs {
+			ids[k], errs[k] = sl.smp.Pick(logits.Row(k))
+			if p := &sl.job.params; p.logprobs && errs[k] == nil {
 				sl.lp = logprobOf(logits.Row(k), ids[k], p.topN)
 			}
 		}
 	})
 	for k, sl := range busy {
+		if errs[k] != nil {
+			s.release(sl, finishError, errs[k])
+			continue
+		}
 		sl.t.EvalRuns++
 		s.accept(sl, ids[k])
 	}

@@ -244,12 +244,37 @@ test('ollama list, ps, show and version describe the model', async () => {
   assert.equal(r.eval_count, 2);
 });
 
+test('structured output: both clients get JSON of the schema', async () => {
+  const schema = {
+    type: 'object',
+    properties: { mood: { enum: ['merry', 'sad'] }, armed: { type: 'boolean' }, lines: { type: 'array', items: { enum: ['ay', 'nay'] }, maxItems: 3 } },
+    required: ['mood', 'armed', 'lines'],
+    additionalProperties: false,
+  };
+  const check = (text) => {
+    const v = JSON.parse(text);
+    assert.deepEqual(Object.keys(v), ['mood', 'armed', 'lines']);
+    assert.ok(['merry', 'sad'].includes(v.mood));
+    assert.equal(typeof v.armed, 'boolean');
+    assert.ok(v.lines.length <= 3 && v.lines.every((l) => l === 'ay' || l === 'nay'));
+  };
+  const c = await client.chat.completions.create({
+    model, messages: chatRequest.messages, max_tokens: 400, seed: 1,
+    response_format: { type: 'json_schema', json_schema: { name: 'scene', strict: true, schema } },
+  });
+  assert.equal(c.choices[0].finish_reason, 'stop');
+  check(c.choices[0].message.content);
+  const o = await ollama.chat({ model, messages: chatRequest.messages, format: schema, options: { num_predict: 400, seed: 2 } });
+  assert.equal(o.done_reason, 'stop');
+  check(o.message.content);
+});
+
 test('ollama errors reach the client with their status', async () => {
   const isError = (status, text) => (e) => e.name === 'ResponseError' && e.status_code === status && e.error.includes(text);
   const bad = new Ollama({ host: baseURL, headers: { Authorization: 'Bearer wrong' } });
   await assert.rejects(bad.chat({ model, messages: chatRequest.messages }), isError(401, 'unauthorized'));
   await assert.rejects(ollama.generate({ model: 'llama3.2', prompt: 'x' }), isError(404, 'not found'));
-  await assert.rejects(ollama.generate({ model, prompt: 'x', format: 'json' }), isError(400, 'format'));
+  await assert.rejects(ollama.generate({ model, prompt: 'x', format: 'yaml' }), isError(400, 'format'));
   await assert.rejects(ollama.chat({ model, messages: chatRequest.messages, tools: [{ type: 'function', function: { name: 'f' } }] }),
     isError(400, 'tools'));
 });
