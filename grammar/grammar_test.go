@@ -131,7 +131,7 @@ func TestParseErrors(t *testing.T) {
 		{`root ::= "a"{5000}`, `too large`},
 		{`root ::= "abcd"{1000}{1000}`, `a repetition of 4000000 elements`},
 		{`root ::= [z-a]`, `backwards`},
-		{`root ::= "\q"`, `unknown escape \q`},
+		{`root ::= "\q"`, `unknown escape "\\q"`},
 		{`root ::= "\x4"`, `bad \x escape`},
 		{`root = "a"`, `want ::= after rule name "root"`},
 		{`::= "a"`, `want a rule name`},

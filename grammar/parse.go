@@ -442,7 +442,7 @@ func (p *parser) char() (rune, error) {
 		return rune(v), nil
 	}
 	p.pos--
-	return 0, p.fail("unknown escape \\%c", e)
+	return 0, p.fail("unknown escape %q", "\\"+string([]byte{e}))
 }
 
 // checkLeftRecursion refuses a rule that can reach itself through the
