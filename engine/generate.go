@@ -208,29 +208,24 @@ func (m *Model) Generate(opt Options) (*Result, error) {
 	return res, nil
 }
 
-// shift makes room in a full session for token id: it keeps the first
-// keep prompt tokens after BOS (all of them when keep < 0), drops half of
-// the positions after them, and runs the rest again from the first
-// dropped one, with id after them. The logits are then those of a session
-// that was given the kept tokens from the start.
+// shift makes room in a full session for token id: it keeps BOS and the
+// first keep prompt tokens after it (all of them when keep < 0), drops
+// half of the positions after them (graph.Session.Shift) and runs the rest
+// again, with id after them.
 func (m *Model) shift(sess *graph.Session, res *Result, keep, id int) (*ops.Tensor, error) {
-	toks := sess.Tokens()
 	bos := 0
-	if len(toks) > 0 && toks[0] == m.Tok.BOS() {
+	if toks := sess.Tokens(); len(toks) > 0 && toks[0] == m.Tok.BOS() {
 		bos = 1
 	}
 	if keep < 0 || keep > len(res.PromptTokens)-bos {
 		keep = len(res.PromptTokens) - bos
 	}
-	keep += bos
-	drop := (len(toks) - keep) / 2
-	if drop < 1 {
-		return nil, fmt.Errorf("context shift: the %d kept tokens leave no room in a context of %d (lower --keep or raise -c)", keep, sess.NCtx())
+	run, err := sess.Shift(bos + keep)
+	if err != nil {
+		return nil, fmt.Errorf("%w or raise -c", err)
 	}
-	kept := append(append(append([]int(nil), toks[:keep]...), toks[keep+drop:]...), id)
-	ran := sess.Reuse(kept)
 	res.Shifts++
-	return sess.Forward(kept[ran:], false)
+	return sess.Forward(append(run, id), false)
 }
 
 // Fill derives the per-token and per-second figures from the counts and times.

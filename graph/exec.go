@@ -62,6 +62,20 @@ func (s *Session) SetKVType(t ops.DType) error {
 // do not change it).
 func (s *Session) Tokens() []int { return s.toks }
 
+// Shift makes room in the session, as llama.cpp's context shift: the
+// first keep positions stay, half of the positions after them go, and the
+// rest move down. It returns the tokens that must run again (from the
+// first position whose history changed; at least one), after which the
+// cache is what a session given the kept tokens from the start would hold.
+func (s *Session) Shift(keep int) ([]int, error) {
+	drop := (len(s.toks) - keep) / 2
+	if keep < 0 || drop < 1 {
+		return nil, fmt.Errorf("context shift: keeping %d of %d positions leaves no room (keep fewer)", keep, len(s.toks))
+	}
+	kept := append(append([]int(nil), s.toks[:keep]...), s.toks[keep+drop:]...)
+	return kept[s.Reuse(kept):], nil
+}
+
 // Reset empties the sequence; the caches are kept and overwritten.
 func (s *Session) Reset() { s.pos, s.toks = 0, s.toks[:0] }
 

@@ -30,6 +30,9 @@ type samplingFields struct {
 	// CachePrompt is llama-server's: reuse the slot's cache for what the
 	// prompt shares with the slot's last one (default true).
 	CachePrompt *bool `json:"cache_prompt"`
+	// NKeep is llama-server's n_keep: the prompt tokens after BOS that a
+	// context shift keeps (-1: all of them); with --context-shift only.
+	NKeep *int `json:"n_keep"`
 
 	// Ask for more in the response than text (outputs checks them).
 	Logprobs    logprobsField `json:"logprobs"`

@@ -274,6 +274,9 @@ func (s *Server) ollamaParams(o *ollamaOptions) (genParams, int, *apiError) {
 			return g, 0, badRequest("num_predict", "invalid_value", "options.num_predict must be -1 (no limit), -2 (fill the context) or 0 or more, not %d", *n)
 		case *n > 0:
 			g.maxTokens = *n
+			if s.cfg.ContextShift {
+				g.maxName = "num_predict" // past the context it shifts, as ollama's
+			}
 		default:
 			g.maxTokens = -1
 		}

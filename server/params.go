@@ -97,6 +97,7 @@ type genParams struct {
 	maxName string
 	stops   []string
 	cache   bool // reuse the slot's cached prefix
+	keep    int  // n_keep: the prompt tokens after BOS a context shift keeps (-1: all)
 
 	grammar *grammar.Grammar // the text must match it (constraint.go); nil: free
 
@@ -170,6 +171,15 @@ func (s *Server) sampling(f *samplingFields) (genParams, *apiError) {
 			return g, badRequest(name, "invalid_value", "%s must be at least 1 (or 0 with echo)", name)
 		}
 		g.maxTokens, g.maxName = *mt, name
+	}
+	if f.NKeep != nil {
+		if !s.cfg.ContextShift {
+			return g, badRequest("n_keep", "unsupported_value", "n_keep says what a context shift keeps, and this server does not shift (start it with --context-shift)")
+		}
+		if *f.NKeep < -1 {
+			return g, badRequest("n_keep", "invalid_value", "n_keep must be -1 (the whole prompt) or a count of tokens, not %d", *f.NKeep)
+		}
+		g.keep = *f.NKeep
 	}
 	if g.grammar, e = constraint(f); e != nil {
 		return g, e
@@ -265,7 +275,7 @@ func (s *Server) fit(g *genParams, nPrompt int, promptParam string) *apiError {
 	// The last token is sampled from the last position's logits and never
 	// stored, so a full context gives one token more than it has room for.
 	most := s.nctx - nPrompt + 1
-	if g.maxTokens > most {
+	if g.maxTokens > most && !(s.cfg.ContextShift && g.maxName != "") {
 		if g.maxName == "" {
 			g.maxTokens = -1
 			return nil

@@ -282,11 +282,44 @@ func (s *Server) accept(sl *slot, id int) {
 		s.release(sl, finishStop, nil)
 		return
 	}
-	if sl.n == j.params.maxTokens || sl.sess.Pos() >= sl.sess.NCtx() {
+	if sl.n == j.params.maxTokens {
 		s.end(sl, finishLength)
 		return
 	}
+	if sl.sess.Pos() >= sl.sess.NCtx() {
+		// Only a request that asked for more tokens than fit shifts: one
+		// that set none stops at a full context, as without the flag.
+		if !s.cfg.ContextShift || j.params.maxName == "" {
+			s.end(sl, finishLength)
+			return
+		}
+		if err := s.shift(sl); err != nil {
+			s.release(sl, finishError, err)
+			return
+		}
+	}
 	sl.next = id
+}
+
+// shift makes room in a full slot (Config.ContextShift): BOS and the
+// first n_keep prompt tokens after it stay, the older half of the rest
+// goes, and the kept tokens after the first dropped one run again.
+func (s *Server) shift(sl *slot) error {
+	j := sl.job
+	bos := 0
+	if len(j.prompt) > 0 && j.prompt[0] == s.model.Tok.BOS() {
+		bos = 1
+	}
+	keep := j.params.keep
+	if keep < 0 || keep > len(j.prompt)-bos {
+		keep = len(j.prompt) - bos
+	}
+	run, err := sl.sess.Shift(bos + keep)
+	if err != nil {
+		return err
+	}
+	_, err = s.runner.Forward([]*graph.Session{sl.sess}, [][]int{run}, false)
+	return err
 }
 
 // record keeps the logprobs of the token just accepted, whose decoding

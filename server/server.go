@@ -31,6 +31,10 @@ type Config struct {
 	MaxBodyBytes     int64  // 0: 4 MiB
 	ChatTemplate     string // used instead of the file's tokenizer.chat_template when set
 	Pooling          string // embeddings' pooling (--pooling): PoolingMean (""), or PoolingLast
+	// ContextShift lets a request whose max_tokens runs past its slot's
+	// context go on, as llama-server's --context-shift: the prompt's
+	// first n_keep tokens stay and the older half of the rest is dropped.
+	ContextShift bool
 	// Prepare, if set, configures the scheduler's runner once (a sparse
 	// predictor, say) before any request runs.
 	Prepare func(*graph.Runner) error
