@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -35,6 +36,13 @@ type Options struct {
 	// dropped, and the kept tokens run again from the first one dropped.
 	ContextShift bool
 	Keep         int
+	// Lookup drafts up to this many tokens a step by prompt lookup (the
+	// tokens that followed the latest earlier occurrence of the text's
+	// last few) and runs them with the step's token in one pass; each
+	// drafted token the sampler then picks itself saves a pass. The text
+	// is the same as without it; for greedy decoding (llama.cpp's
+	// llama-lookup). 0: off.
+	Lookup int
 	// Grammar, if set, constrains the generated text (llama.cpp's
 	// --grammar): only tokens that keep it a prefix of a match are drawn,
 	// and an end token only once it matches.
@@ -71,16 +79,20 @@ type Timings struct {
 
 // Result of one generation.
 type Result struct {
-	PromptTokens []int        `json:"prompt_tokens"`
-	Tokens       []int        `json:"tokens"`
-	Text         string       `json:"text"`
-	TopLogits    []Logit      `json:"top_logits,omitempty"`
-	StopReason   string       `json:"stop_reason"`
-	Shifts       int          `json:"context_shifts,omitempty"` // times the context was shifted
-	Seed         uint64       `json:"seed"`                     // the sampler's, to run a draw again
-	Timings      Timings      `json:"timings"`
-	Stats        *SparseStats `json:"stats,omitempty"`
-	LastLogits   []float32    `json:"-"` // logits at the last prompt position
+	PromptTokens []int   `json:"prompt_tokens"`
+	Tokens       []int   `json:"tokens"`
+	Text         string  `json:"text"`
+	TopLogits    []Logit `json:"top_logits,omitempty"`
+	StopReason   string  `json:"stop_reason"`
+	Shifts       int     `json:"context_shifts,omitempty"` // times the context was shifted
+	// Drafted and Accepted count Lookup's drafted tokens and those the
+	// sampler picked.
+	Drafted    int          `json:"drafted,omitempty"`
+	Accepted   int          `json:"accepted,omitempty"`
+	Seed       uint64       `json:"seed"` // the sampler's, to run a draw again
+	Timings    Timings      `json:"timings"`
+	Stats      *SparseStats `json:"stats,omitempty"`
+	LastLogits []float32    `json:"-"` // logits at the last prompt position
 }
 
 // SparseStats says what the sparse FFNs did during a run.
@@ -165,6 +177,15 @@ func (m *Model) Generate(opt Options) (*Result, error) {
 	}
 	res.StopReason = "length"
 	var evalStart time.Time
+	// With Lookup: the drafted tokens already run after the last one
+	// picked, and the logits after each (rows[i+1] after ahead[i]).
+	var ahead []int
+	var rows *ops.Tensor
+	// k is the next draft's length: halved down to what the last draft
+	// got right, doubled back up to Lookup while drafts are right. A pass
+	// of nine tokens costs 2.9x one on the 7B q4_0 file dense, 4.1x sparse
+	// (2 threads), so long drafts pay only when they are mostly right.
+	k, drafted := opt.Lookup, 0
 	for n := 0; opt.N < 0 || n < opt.N; n++ {
 		id, err := smp.Pick(logits.Data)
 		if err != nil {
@@ -180,6 +201,21 @@ func (m *Model) Generate(opt Options) (*Result, error) {
 		res.Tokens = append(res.Tokens, id)
 		smp.Accept(id)
 		emit(stream.Add(id))
+		if len(ahead) > 0 {
+			if id == ahead[0] { // drafted right: its pass is done
+				res.Accepted++
+				ahead = ahead[1:]
+				logits.Data = rows.Row(rows.Rows - len(ahead) - 1)
+				if len(ahead) == 0 {
+					k = min(opt.Lookup, 2*k)
+				}
+				continue
+			}
+			// The rest of the draft leaves the cache.
+			k = max(1, min(k/2, drafted-len(ahead)))
+			sess.Truncate(sess.Pos() - len(ahead))
+			ahead = nil
+		}
 		full := sess.Pos() >= nctx
 		if full && !opt.ContextShift {
 			res.StopReason = "context"
@@ -188,11 +224,26 @@ func (m *Model) Generate(opt Options) (*Result, error) {
 		if opt.N >= 0 && n == opt.N-1 {
 			break // the last token needs no forward pass
 		}
-		if full {
-			if logits, err = m.shift(sess, res, opt.Keep, id); err != nil {
-				return nil, err
+		switch {
+		case full:
+			logits, err = m.shift(sess, res, opt.Keep, id)
+		case opt.Lookup > 0:
+			room := nctx - sess.Pos() - 1
+			if opt.N >= 0 {
+				room = min(room, opt.N-n-2) // the last token needs no pass
 			}
-		} else if logits, err = sess.Forward([]int{id}, false); err != nil {
+			ahead = draft(res.PromptTokens, res.Tokens, min(k, room))
+			drafted = len(ahead)
+			res.Drafted += drafted
+			rows, err = sess.Forward(append([]int{id}, ahead...), len(ahead) > 0)
+			logits = rows
+			if len(ahead) > 0 && err == nil {
+				logits = &ops.Tensor{Data: rows.Row(0)}
+			}
+		default:
+			logits, err = sess.Forward([]int{id}, false)
+		}
+		if err != nil {
 			return nil, err
 		}
 		res.Timings.EvalRuns++
@@ -206,6 +257,32 @@ func (m *Model) Generate(opt Options) (*Result, error) {
 	res.Timings.Fill()
 	res.Stats = m.sparseStats(sess.Runner(), opt.Predictor)
 	return res, nil
+}
+
+// draft looks for the text's last lookupNgram tokens earlier in it, then
+// for fewer, down to lookupMin: a single token's last occurrence says
+// little of what follows it.
+const lookupNgram, lookupMin = 3, 2
+
+// draft proposes up to k tokens to follow the text (prompt, then out): the
+// tokens after the latest earlier occurrence of its last lookupNgram
+// tokens, or failing that of two. Repetitive text (code, lists, a
+// document quoted back) drafts far; other text little or nothing.
+func draft(prompt, out []int, k int) []int {
+	if k <= 0 {
+		return nil
+	}
+	text := append(append(make([]int, 0, len(prompt)+len(out)), prompt...), out...)
+	for n := min(lookupNgram, len(text)-1); n >= lookupMin; n-- {
+		tail := text[len(text)-n:]
+		for i := len(text) - n - 1; i >= 0; i-- {
+			if slices.Equal(text[i:i+n], tail) {
+				next := text[i+n:]
+				return append([]int(nil), next[:min(k, len(next))]...)
+			}
+		}
+	}
+	return nil
 }
 
 // shift makes room in a full session for token id: it keeps BOS and the

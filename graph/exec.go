@@ -76,6 +76,13 @@ func (s *Session) Shift(keep int) ([]int, error) {
 	return kept[s.Reuse(kept):], nil
 }
 
+// Truncate keeps the first n positions and drops the rest, as a rejected
+// draft's leave the cache.
+func (s *Session) Truncate(n int) {
+	n = max(0, min(n, s.pos))
+	s.pos, s.toks = n, s.toks[:n]
+}
+
 // Reset empties the sequence; the caches are kept and overwritten.
 func (s *Session) Reset() { s.pos, s.toks = 0, s.toks[:0] }
 
@@ -96,7 +103,7 @@ func (s *Session) Common(prompt []int) int {
 // prefix would make. It returns how many prompt tokens need not run.
 func (s *Session) Reuse(prompt []int) int {
 	n := s.Common(prompt)
-	s.pos, s.toks = n, s.toks[:n]
+	s.Truncate(n)
 	return n
 }
 

@@ -143,7 +143,7 @@ func runCmd() *cobra.Command {
 	var seed int64
 	var gf grammarFlags
 	var shift bool
-	var keep int
+	var keep, lookup int
 	sp := sample.Defaults()
 	c := &cobra.Command{
 		Use:   "run",
@@ -198,6 +198,9 @@ func runCmd() *cobra.Command {
 			case !cnv && (system != "" || templateFile != ""):
 				return errors.New("--system-prompt and --chat-template-file are for --conversation (-cnv)")
 			}
+			if lookup < 0 {
+				return fmt.Errorf("--lookup %d: want a count of tokens to draft, or 0 for none", lookup)
+			}
 			if keep < -1 {
 				return fmt.Errorf("--keep %d: want a count of prompt tokens, or -1 for all of them", keep)
 			}
@@ -230,7 +233,7 @@ func runCmd() *cobra.Command {
 				return err
 			}
 			defer release()
-			opt := engine.Options{Prompt: prompt, N: n, Ctx: nctx, Threads: mf.threads, Sample: sp, TopLogits: topLogits, Predictor: pred, PromptIDs: ids, Grammar: gram, ContextShift: shift, Keep: keep}
+			opt := engine.Options{Prompt: prompt, N: n, Ctx: nctx, Threads: mf.threads, Sample: sp, TopLogits: topLogits, Predictor: pred, PromptIDs: ids, Grammar: gram, ContextShift: shift, Keep: keep, Lookup: lookup}
 			if cnv {
 				return runConversation(m, opt, template, system, prompt, os.Stdin, os.Stdout)
 			}
@@ -261,6 +264,10 @@ func runCmd() *cobra.Command {
 			}
 			fmt.Fprint(os.Stderr, "\n")
 			printTimings(res.Timings, res.Seed)
+			if lookup > 0 {
+				fmt.Fprintf(os.Stderr, "lookup      = %d drafted, %d accepted (%.1f%%): %d tokens in %d passes\n",
+					res.Drafted, res.Accepted, 100*float64(res.Accepted)/float64(max(1, res.Drafted)), res.Timings.EvalN, res.Timings.EvalRuns)
+			}
 			return nil
 		},
 	}
@@ -282,6 +289,7 @@ func runCmd() *cobra.Command {
 	fl.IntVar(&sp.RepeatLastN, "repeat-last-n", sp.RepeatLastN, "how many recent tokens the repeat penalty sees (0: none, -1: all)")
 	fl.BoolVar(&shift, "context-shift", false, "when the context is full, drop the older half of what follows the kept prompt tokens and go on (llama-cli's context shift), rather than stop")
 	fl.IntVar(&keep, "keep", 0, "with --context-shift: the prompt tokens after BOS that a shift keeps (-1: all of them)")
+	fl.IntVar(&lookup, "lookup", 0, "prompt lookup decoding: draft up to N tokens a step from where the text's last tokens occurred before, and run them in the step's pass; a drafted token that the sampler then picks costs no pass of its own (the text is the same; llama.cpp's llama-lookup)")
 	fl.BoolVar(&asJSON, "json", false, "print one JSON object instead of text")
 	fl.IntVar(&topLogits, "top-logits", 0, "with --json: the K largest logits at the last prompt position")
 	fl.BoolVar(&cnv, "conversation", false, "chat (-cnv, as llama-cli): read turns from standard input, a line each (end a line with \\ to go on), and reply with the model's chat template; -p is the first turn, -n caps each reply, reply k draws with --seed plus k, a turn too long for the context left is refused, Ctrl-D ends")
