@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -166,8 +167,9 @@ func (m *Model) Generate(opt Options) (*Result, error) {
 	}
 
 	// An empty prompt means the text starts with the first generated token,
-	// whose leading space SentencePiece drops.
-	stream := m.Tok.NewStream(opt.Prompt == "" && opt.PromptIDs == nil)
+	// whose leading space SentencePiece drops; under a grammar, which read
+	// the space, it stays, so that the text is one the grammar matches.
+	stream := m.Tok.NewStream(opt.Prompt == "" && opt.PromptIDs == nil && opt.Grammar == nil)
 	text := []byte{}
 	emit := func(s string) {
 		text = append(text, s...)
@@ -186,6 +188,7 @@ func (m *Model) Generate(opt Options) (*Result, error) {
 	// of nine tokens costs 2.9x one on the 7B q4_0 file dense, 4.1x sparse
 	// (2 threads), so long drafts pay only when they are mostly right.
 	k, drafted := opt.Lookup, 0
+loop:
 	for n := 0; opt.N < 0 || n < opt.N; n++ {
 		id, err := smp.Pick(logits.Data)
 		if err != nil {
@@ -227,6 +230,10 @@ func (m *Model) Generate(opt Options) (*Result, error) {
 		switch {
 		case full:
 			logits, err = m.shift(sess, res, opt.Keep, id)
+			if errors.Is(err, graph.ErrNoRoom) {
+				res.StopReason = "context" // the kept tokens fill it: stop as without a shift
+				break loop
+			}
 		case opt.Lookup > 0:
 			room := nctx - sess.Pos() - 1
 			if opt.N >= 0 {
@@ -299,7 +306,7 @@ func (m *Model) shift(sess *graph.Session, res *Result, keep, id int) (*ops.Tens
 	}
 	run, err := sess.Shift(bos + keep)
 	if err != nil {
-		return nil, fmt.Errorf("%w or raise -c", err)
+		return nil, err
 	}
 	res.Shifts++
 	return sess.Forward(append(run, id), false)

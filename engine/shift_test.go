@@ -46,3 +46,17 @@ func TestContextShift(t *testing.T) {
 		require.Equal(t, shifts, res.Shifts)
 	}
 }
+
+// A shift that keeps the whole prompt, when the prompt fills the context,
+// has nothing to drop: the text stops there, as without a shift, and is
+// kept.
+func TestContextShiftWithoutRoomStops(t *testing.T) {
+	m, err := Load(fixtures.Path(t, "stories260K", "stories260K.gguf"), "")
+	require.NoError(t, err)
+	defer m.Close()
+	prompt := m.Encode("Once upon a time, there was a little girl named Lily. She loved to play outside in the sun.")
+	res, err := m.Generate(Options{PromptIDs: prompt, N: 50, Ctx: len(prompt) + 1, Threads: 1, Sample: sample.Params{Temp: 0}, ContextShift: true, Keep: -1})
+	require.NoError(t, err)
+	require.Equal(t, "context", res.StopReason)
+	require.Len(t, res.Tokens, 2)
+}

@@ -86,6 +86,7 @@ x ::= "a" | "b" x`, `b*ab*a`},
 	{`root ::= "a"* "a"*`, `a*a*`},
 	{`root ::= ("a" "b"?)* "b"`, `(?:ab?)*b`},
 	{`root ::= [a-b]{0,3} [^a-b]{1}`, `[a-b]{0,3}[^a-b]`},
+	{"root ::= \"a\nb\" [\n]{,2}", "a\nb\n{0,2}"}, // a raw newline in a literal, as llama.cpp reads it
 }
 
 func TestGrammarMatchesRegexp(t *testing.T) {
@@ -128,6 +129,10 @@ func TestParseErrors(t *testing.T) {
 		{`root ::= * "a"`, `repeats nothing`},
 		{`root ::= "a"{3,1}`, `bounds backwards`},
 		{`root ::= "a"{2`, `want } to close the repetition`},
+		{`root ::= "a"{}`, `a repetition {} or {,} needs a count`},
+		{`root ::= "a"{ , }`, `needs a count`},
+		{`root ::= ` + strings.Repeat("(", 1001) + `"a"` + strings.Repeat(")", 1001), `groups nested more than 1000 deep`},
+		{`root ::= ` + strings.Repeat(`"`+strings.Repeat("a", 50)+`"{1000} `, 21), `more than 1000000 elements in all`},
 		{`root ::= "a"{5000}`, `too large`},
 		{`root ::= "abcd"{1000}{1000}`, `a repetition of 4000000 elements`},
 		{`root ::= [z-a]`, `backwards`},

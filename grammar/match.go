@@ -63,6 +63,8 @@ type automaton struct {
 	states map[string]*state
 	buf    stacks
 	key    []byte
+	// ambiguous: some step was refused for holding too many stacks.
+	ambiguous bool
 }
 
 func newAutomaton(g *Grammar) *automaton {
@@ -167,6 +169,7 @@ func (a *automaton) next(st *state, c rune) *state {
 	}
 	n := a.intern(a.buf)
 	if n == nil {
+		a.ambiguous = true
 		return nil
 	}
 	if c < 128 {

@@ -78,12 +78,17 @@ func Parse(src string) (*Grammar, error) {
 	if err := p.g.checkLeftRecursion(); err != nil {
 		return nil, err
 	}
+	if newAutomaton(p.g).start() == nil {
+		return nil, &Error{Msg: fmt.Sprintf("more than %d ways to read the start of a text (an ambiguous grammar)", maxStacks)}
+	}
 	return p.g, nil
 }
 
 type parser struct {
 	src     string
 	pos     int
+	depth   int // of the groups open
+	size    int // elements written out by repetitions
 	g       *Grammar
 	ids     map[string]int
 	defined map[string]bool
@@ -232,7 +237,7 @@ func (p *parser) sequence(base string, nested bool) (seq, error) {
 		case c == '"':
 			p.pos++
 			for p.peek() != '"' {
-				if p.pos >= len(p.src) || p.peek() == '\n' {
+				if p.pos >= len(p.src) {
 					return nil, p.fail("unterminated string")
 				}
 				r, err := p.char()
@@ -275,9 +280,13 @@ func (p *parser) sequence(base string, nested bool) (seq, error) {
 			p.pos++
 			out = append(out, elem{ref: -1, neg: true}) // no range excluded: any character
 		case c == '(':
+			if p.depth++; p.depth > maxDepth {
+				return nil, p.fail("groups nested more than %d deep", maxDepth)
+			}
 			p.pos++
 			p.space(true)
 			alts, err := p.alternatives(base, true)
+			p.depth--
 			if err != nil {
 				return nil, err
 			}
@@ -301,8 +310,12 @@ func (p *parser) sequence(base string, nested bool) (seq, error) {
 			if err != nil {
 				return nil, err
 			}
-			if n := len(out[last:]) * max(lo, hi); n > maxRepeat {
+			n := len(out[last:]) * max(lo, hi)
+			if n > maxRepeat {
 				return nil, p.fail("a repetition of %d elements (at most %d)", n, maxRepeat)
+			}
+			if p.size += n; p.size > maxSize {
+				return nil, p.fail("the repetitions write out more than %d elements in all", maxSize)
 			}
 			out = append(out[:last], p.repeat(base, out[last:], lo, hi)...)
 			p.space(nested)
@@ -316,8 +329,10 @@ func (p *parser) sequence(base string, nested bool) (seq, error) {
 }
 
 // maxRepeat bounds what one repetition writes out, so that nested counts
-// ("a"{1000}){1000} cannot fill the memory.
-const maxRepeat = 100000
+// ("a"{1000}){1000} cannot fill the memory, and maxSize what they all do;
+// maxDepth bounds the nesting of groups, which the parser follows by
+// recursion. A grammar comes from a request body of up to 4 MiB.
+const maxRepeat, maxSize, maxDepth = 100000, 1000000, 1000
 
 // repetition parses * + ? {m} {m,} {m,n} {,n}; hi < 0 is no bound.
 func (p *parser) repetition() (lo, hi int, err error) {
@@ -348,7 +363,7 @@ func (p *parser) repetition() (lo, hi int, err error) {
 		}
 		return n, true, nil
 	}
-	lo, _, err = num()
+	lo, given, err := num()
 	if err != nil {
 		return 0, 0, err
 	}
@@ -363,12 +378,15 @@ func (p *parser) repetition() (lo, hi int, err error) {
 		}
 		hi = -1
 		if ok {
-			hi = n
+			hi, given = n, true
 		}
 	}
 	p.space(false)
 	if p.peek() != '}' {
 		return 0, 0, p.fail("want } to close the repetition, found %q", p.rest())
+	}
+	if !given {
+		return 0, 0, p.fail("a repetition {} or {,} needs a count")
 	}
 	p.pos++
 	if hi >= 0 && hi < lo {

@@ -99,6 +99,10 @@ func (m *Matcher) walk(n *node, st *state, p partial, mask []bool) int {
 	return count
 }
 
+// Ambiguous says whether some text was refused because the grammar would
+// read it in more than maxStacks ways at once, rather than for not fitting.
+func (m *Matcher) Ambiguous() bool { return m.a.ambiguous }
+
 // Allows says whether token id may come next, as Allowed would set it:
 // for a caller that tries the likeliest tokens first.
 func (m *Matcher) Allows(id int) bool {

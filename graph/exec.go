@@ -1,6 +1,7 @@
 package graph
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -62,6 +63,9 @@ func (s *Session) SetKVType(t ops.DType) error {
 // do not change it).
 func (s *Session) Tokens() []int { return s.toks }
 
+// ErrNoRoom is Shift's error when the positions to keep leave none to drop.
+var ErrNoRoom = errors.New("context shift: the kept tokens fill the context")
+
 // Shift makes room in the session, as llama.cpp's context shift: the
 // first keep positions stay, half of the positions after them go, and the
 // rest move down. It returns the tokens that must run again (from the
@@ -70,7 +74,7 @@ func (s *Session) Tokens() []int { return s.toks }
 func (s *Session) Shift(keep int) ([]int, error) {
 	drop := (len(s.toks) - keep) / 2
 	if keep < 0 || drop < 1 {
-		return nil, fmt.Errorf("context shift: keeping %d of %d positions leaves no room (keep fewer)", keep, len(s.toks))
+		return nil, fmt.Errorf("%w: keeping %d of %d positions", ErrNoRoom, keep, len(s.toks))
 	}
 	kept := append(append([]int(nil), s.toks[:keep]...), s.toks[keep+drop:]...)
 	return kept[s.Reuse(kept):], nil

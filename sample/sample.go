@@ -123,6 +123,9 @@ func (s *Sampler) Pick(logits []float32) (int, error) {
 		}
 	}
 	if s.gm.Allowed(s.mask) == 0 {
+		if s.gm.Ambiguous() {
+			return 0, grammar.ErrTooAmbiguous
+		}
 		return 0, errors.New("the grammar allows no token here (it needs a character that no token writes, or the text to end and the vocabulary has no end token)")
 	}
 	id := s.sample(logits, s.mask, false)

@@ -150,7 +150,8 @@ func (s *Server) prefill(sl *slot, j *job) {
 	for _, id := range j.prompt {
 		sl.smp.Accept(id)
 	}
-	sl.stream = s.model.Tok.NewStream(j.firstPiece)
+	// A grammar read the first piece's space: the text keeps it (engine).
+	sl.stream = s.model.Tok.NewStream(j.firstPiece && j.params.grammar == nil)
 	sl.stop = stopper{stops: j.params.stops}
 	sl.t = timings{PromptN: len(j.prompt) - cached, CacheN: cached}
 	start := time.Now()
@@ -293,7 +294,10 @@ func (s *Server) accept(sl *slot, id int) {
 			s.end(sl, finishLength)
 			return
 		}
-		if err := s.shift(sl); err != nil {
+		if err := s.shift(sl); errors.Is(err, graph.ErrNoRoom) {
+			s.end(sl, finishLength) // the kept tokens fill it: stop as without a shift
+			return
+		} else if err != nil {
 			s.release(sl, finishError, err)
 			return
 		}

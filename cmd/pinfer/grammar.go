@@ -41,7 +41,7 @@ func (f *grammarFlags) grammar(cmd *cobra.Command) (*grammar.Grammar, error) {
 			return nil, fmt.Errorf("--grammar-file %s: %v", f.file, err)
 		}
 		return g, nil
-	case cmd.Flags().Changed("grammar"):
+	case f.text != "": // "" is no grammar, as llama.cpp's
 		g, err := grammar.Parse(f.text)
 		if err != nil {
 			return nil, fmt.Errorf("--grammar: %v", err)

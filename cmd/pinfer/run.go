@@ -195,6 +195,8 @@ func runCmd() *cobra.Command {
 				return errors.New("--conversation prints the replies as they come: it has no --json")
 			case cnv && ids != nil:
 				return errors.New("--conversation renders each turn with the chat template: give the first turn with -p, not --prompt-ids")
+			case cnv && shift:
+				return errors.New("--context-shift is for one text: a conversation re-reads its turns each time, and ends when they fill the context")
 			case !cnv && (system != "" || templateFile != ""):
 				return errors.New("--system-prompt and --chat-template-file are for --conversation (-cnv)")
 			}
@@ -233,7 +235,7 @@ func runCmd() *cobra.Command {
 				return err
 			}
 			defer release()
-			opt := engine.Options{Prompt: prompt, N: n, Ctx: nctx, Threads: mf.threads, Sample: sp, TopLogits: topLogits, Predictor: pred, PromptIDs: ids, Grammar: gram, ContextShift: shift, Keep: keep, Lookup: lookup}
+			opt := engine.Options{Prompt: prompt, N: n, Ctx: nctx, Threads: mf.threads, Sample: sp, TopLogits: topLogits, Predictor: pred, PromptIDs: ids, Grammar: gram, ContextShift: shift && n != -2, Keep: keep, Lookup: lookup}
 			if cnv {
 				return runConversation(m, opt, template, system, prompt, os.Stdin, os.Stdout)
 			}
@@ -287,7 +289,7 @@ func runCmd() *cobra.Command {
 	fl.Float64Var(&sp.MinP, "min-p", sp.MinP, "min-p sampling (0: off)")
 	fl.Float64Var(&sp.RepeatPenalty, "repeat-penalty", sp.RepeatPenalty, "penalty for repeated tokens (1: off)")
 	fl.IntVar(&sp.RepeatLastN, "repeat-last-n", sp.RepeatLastN, "how many recent tokens the repeat penalty sees (0: none, -1: all)")
-	fl.BoolVar(&shift, "context-shift", false, "when the context is full, drop the older half of what follows the kept prompt tokens and go on (llama-cli's context shift), rather than stop")
+	fl.BoolVar(&shift, "context-shift", false, "when the context is full, drop the older half of what follows the kept prompt tokens and go on (llama-cli's context shift), rather than stop (-n -2 still stops there)")
 	fl.IntVar(&keep, "keep", 0, "with --context-shift: the prompt tokens after BOS that a shift keeps (-1: all of them)")
 	fl.IntVar(&lookup, "lookup", 0, "prompt lookup decoding: draft up to N tokens a step from where the text's last tokens occurred before, and run them in the step's pass; a drafted token that the sampler then picks costs no pass of its own (the text is the same; llama.cpp's llama-lookup)")
 	fl.BoolVar(&asJSON, "json", false, "print one JSON object instead of text")
