@@ -326,7 +326,11 @@ func (g *schemaGen) enum(s *jsonNode, path, hint string, kinds scKinds, vals []*
 		// Keep the values that the grammar of the other keywords takes.
 		ok, seen := g.sh.enums[s]
 		if !seen {
+			// The filter's generator goes on from this one's depth, so
+			// that a $ref back to an enclosing schema cannot start
+			// generators without end (a 60-byte schema ran out of memory).
 			sub := newSchemaGen(g.doc, g.sh)
+			sub.depth = g.depth
 			text, err := sub.grammarText(rest, path)
 			if err != nil {
 				return "", err
