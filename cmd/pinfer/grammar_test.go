@@ -44,6 +44,28 @@ func TestRunGrammar(t *testing.T) {
 	out, stderr, code = pinfer(t, "run", "-p", p.Text, "-n", "40", "--seed", "3", "--grammar", `root ::= " " ("yes" | "no") ", my lord" [.!]`)
 	require.Zero(t, code, stderr)
 	require.Regexp(t, `^`+p.Text+` (yes|no), my lord[.!]$`, out)
+
+	// A JSON Schema (-j, as llama.cpp's): a document of it, as
+	// encoding/json reads it, the keys in the schema's order.
+	out, stderr, code = pinfer(t, "run", "-p", p.Text, "-n", "400", "--seed", "3", "--json", "-j",
+		`{"type":"object","properties":{"mood":{"enum":["merry","sad"]},"armed":{"type":"boolean"}},"required":["mood","armed"],"additionalProperties":false}`)
+	require.Zero(t, code, stderr)
+	var doc struct {
+		Text       string `json:"text"`
+		StopReason string `json:"stop_reason"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &doc))
+	require.Equal(t, "eos", doc.StopReason, doc.Text)
+	var v struct {
+		Mood  string `json:"mood"`
+		Armed *bool  `json:"armed"`
+	}
+	dec := json.NewDecoder(strings.NewReader(doc.Text))
+	dec.DisallowUnknownFields()
+	require.NoError(t, dec.Decode(&v), doc.Text)
+	require.Contains(t, []string{"merry", "sad"}, v.Mood)
+	require.NotNil(t, v.Armed)
+	require.Less(t, strings.Index(doc.Text, `"mood"`), strings.Index(doc.Text, `"armed"`))
 }
 
 func TestRunGrammarErrors(t *testing.T) {
@@ -56,7 +78,10 @@ func TestRunGrammarErrors(t *testing.T) {
 		{[]string{"--grammar-file", bad}, "--grammar-file " + bad + ": grammar: line 3, column 1: want ) to close the group"},
 		{[]string{"--grammar-file", filepath.Join(t.TempDir(), "none.gbnf")}, "--grammar-file: open "},
 		{[]string{"--grammar", `root ::= x`}, `--grammar: grammar: line 1, column 10: rule "x" is used but not defined`},
-		{[]string{"--grammar", `root ::= "a"`, "--grammar-file", bad}, "--grammar and --grammar-file each give the whole grammar"},
+		{[]string{"--grammar", `root ::= "a"`, "--grammar-file", bad}, "--grammar and --grammar-file each give the whole constraint"},
+		{[]string{"--grammar", `root ::= "a"`, "-j", `{}`}, "--grammar and --json-schema each give the whole constraint"},
+		{[]string{"-j", `{"type":"nonsense"}`}, "--json-schema: json schema: "},
+		{[]string{"--json-schema-file", bad}, "--json-schema-file " + bad + ": json schema: "},
 	} {
 		_, stderr, code := pinfer(t, append([]string{"run", "-p", "x", "-n", "2"}, c.args...)...)
 		require.NotZero(t, code)
