@@ -292,19 +292,26 @@ func draft(prompt, out []int, k int) []int {
 	return nil
 }
 
-// shift makes room in a full session for token id: it keeps BOS and the
-// first keep prompt tokens after it (all of them when keep < 0), drops
-// half of the positions after them (graph.Session.Shift) and runs the rest
-// again, with id after them.
-func (m *Model) shift(sess *graph.Session, res *Result, keep, id int) (*ops.Tensor, error) {
+// Shift makes room in a full session that began with prompt, as a
+// context shift does: BOS and the first keep prompt tokens after it stay
+// (all of them when keep < 0), half of the positions after them go
+// (graph.Session.Shift), and it returns the tokens to run again. run and
+// the server share it.
+func (m *Model) Shift(sess *graph.Session, prompt []int, keep int) ([]int, error) {
 	bos := 0
-	if toks := sess.Tokens(); len(toks) > 0 && toks[0] == m.Tok.BOS() {
+	if len(prompt) > 0 && prompt[0] == m.Tok.BOS() {
 		bos = 1
 	}
-	if keep < 0 || keep > len(res.PromptTokens)-bos {
-		keep = len(res.PromptTokens) - bos
+	if keep < 0 || keep > len(prompt)-bos {
+		keep = len(prompt) - bos
 	}
-	run, err := sess.Shift(bos + keep)
+	return sess.Shift(bos + keep)
+}
+
+// shift makes room for token id (Shift) and runs the kept tokens with id
+// after them.
+func (m *Model) shift(sess *graph.Session, res *Result, keep, id int) (*ops.Tensor, error) {
+	run, err := m.Shift(sess, res.PromptTokens, keep)
 	if err != nil {
 		return nil, err
 	}

@@ -113,13 +113,10 @@ func (s *Sampler) Pick(logits []float32) (int, error) {
 		// Greedy takes the best allowed token: try the best few one by
 		// one, which costs a token's walk each, before a mask over the
 		// whole vocabulary (13 ms for LLaMA's inside a JSON string).
-		clear(s.mask)
-		for range min(8, len(logits)-1) {
-			id := s.sample(logits, s.mask, true)
-			if s.gm.Allows(id) {
-				return id, s.gm.Accept(id)
+		for _, x := range topK(s.candidates(logits), min(8, len(logits))) {
+			if s.gm.Allows(x.id) {
+				return x.id, s.gm.Accept(x.id)
 			}
-			s.mask[id] = true
 		}
 	}
 	if s.gm.Allowed(s.mask) == 0 {
@@ -128,16 +125,16 @@ func (s *Sampler) Pick(logits []float32) (int, error) {
 		}
 		return 0, errors.New("the grammar allows no token here (it needs a character that no token writes, or the text to end and the vocabulary has no end token)")
 	}
-	id := s.sample(logits, s.mask, false)
+	id := s.sample(logits, s.mask)
 	return id, s.gm.Accept(id)
 }
 
 // Sample picks a token from logits (which it does not change).
-func (s *Sampler) Sample(logits []float32) int { return s.sample(logits, nil, false) }
+func (s *Sampler) Sample(logits []float32) int { return s.sample(logits, nil) }
 
-// sample picks among the tokens mask allows (nil: all), or with skip
-// among those it does not mark.
-func (s *Sampler) sample(logits []float32, mask []bool, skip bool) int {
+// candidates are the logits with the repeat penalty applied, in id order
+// (s.cand's buffer).
+func (s *Sampler) candidates(logits []float32) []cand {
 	c := s.cand[:0]
 	for i, l := range logits {
 		c = append(c, cand{i, float64(l)})
@@ -158,10 +155,16 @@ func (s *Sampler) sample(logits []float32, mask []bool, skip bool) int {
 			}
 		}
 	}
+	return c
+}
+
+// sample picks among the tokens mask allows (nil: all).
+func (s *Sampler) sample(logits []float32, mask []bool) int {
+	c := s.candidates(logits)
 	if mask != nil {
 		n := 0
 		for _, x := range c {
-			if mask[x.id] != skip {
+			if mask[x.id] {
 				c[n] = x
 				n++
 			}

@@ -307,14 +307,23 @@ type ollamaEmbedRequest struct {
 	Dimensions int `json:"dimensions"`
 }
 
-func (s *Server) ollamaEmbedCheck(req *ollamaEmbedRequest) *apiError {
-	if e := s.ollamaCheckModel(req.Model); e != nil {
-		return e
+// ollamaEmbedDecode reads the body of /api/embed or /api/embeddings and
+// checks the model and dimensions, answering the error itself when one
+// fails (as ollamaDecode for the generation endpoints).
+func (s *Server) ollamaEmbedDecode(w http.ResponseWriter, r *http.Request) (*ollamaEmbedRequest, bool) {
+	var req ollamaEmbedRequest
+	e := s.decodeBody(w, r, &req)
+	if e == nil {
+		e = s.ollamaCheckModel(req.Model)
 	}
-	if req.Dimensions != 0 && req.Dimensions != s.dim() {
-		return badRequest("dimensions", "unsupported_value", "dimensions: this model's embeddings have %d, and cannot be shortened", s.dim())
+	if e == nil && req.Dimensions != 0 && req.Dimensions != s.dim() {
+		e = badRequest("dimensions", "unsupported_value", "dimensions: this model's embeddings have %d, and cannot be shortened", s.dim())
 	}
-	return nil
+	if e != nil {
+		ollamaFail(w, e)
+		return nil, false
+	}
+	return &req, true
 }
 
 // ollamaEmbed is ollama's POST /api/embed: a string or a list of them, each
@@ -323,13 +332,8 @@ func (s *Server) ollamaEmbedCheck(req *ollamaEmbedRequest) *apiError {
 // cuts a text only when asked).
 func (s *Server) ollamaEmbed(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	var req ollamaEmbedRequest
-	if e := s.decodeBody(w, r, &req); e != nil {
-		ollamaFail(w, e)
-		return
-	}
-	if e := s.ollamaEmbedCheck(&req); e != nil {
-		ollamaFail(w, e)
+	req, ok := s.ollamaEmbedDecode(w, r)
+	if !ok {
 		return
 	}
 	var texts []string
@@ -380,13 +384,8 @@ func (s *Server) ollamaEmbed(w http.ResponseWriter, r *http.Request) {
 // embedding not normalized (as ollama's legacy endpoint returns it); an
 // empty prompt gets an empty embedding.
 func (s *Server) ollamaEmbeddings(w http.ResponseWriter, r *http.Request) {
-	var req ollamaEmbedRequest
-	if e := s.decodeBody(w, r, &req); e != nil {
-		ollamaFail(w, e)
-		return
-	}
-	if e := s.ollamaEmbedCheck(&req); e != nil {
-		ollamaFail(w, e)
+	req, ok := s.ollamaEmbedDecode(w, r)
+	if !ok {
 		return
 	}
 	if req.Prompt == "" {

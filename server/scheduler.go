@@ -305,20 +305,11 @@ func (s *Server) accept(sl *slot, id int) {
 	sl.next = id
 }
 
-// shift makes room in a full slot (Config.ContextShift): BOS and the
-// first n_keep prompt tokens after it stay, the older half of the rest
-// goes, and the kept tokens after the first dropped one run again.
+// shift makes room in a full slot (Config.ContextShift), keeping its
+// prompt's first n_keep tokens (engine.Model.Shift), and runs the kept
+// tokens after the first dropped one again.
 func (s *Server) shift(sl *slot) error {
-	j := sl.job
-	bos := 0
-	if len(j.prompt) > 0 && j.prompt[0] == s.model.Tok.BOS() {
-		bos = 1
-	}
-	keep := j.params.keep
-	if keep < 0 || keep > len(j.prompt)-bos {
-		keep = len(j.prompt) - bos
-	}
-	run, err := sl.sess.Shift(bos + keep)
+	run, err := s.model.Shift(sl.sess, sl.job.prompt, sl.job.params.keep)
 	if err != nil {
 		return err
 	}
