@@ -179,8 +179,10 @@ func (m *Model) Generate(opt Options) (*Result, error) {
 	}
 	res.StopReason = "length"
 	var evalStart time.Time
-	// With Lookup: the drafted tokens already run after the last one
-	// picked, and the logits after each (rows[i+1] after ahead[i]).
+	// last is the logits the next token is picked from. With Lookup:
+	// the drafted tokens already run after the last one picked, and the
+	// logits after each (rows row i+1 after ahead[i]).
+	last := logits.Data
 	var ahead []int
 	var rows *ops.Tensor
 	// k is the next draft's length: halved down to what the last draft
@@ -190,7 +192,7 @@ func (m *Model) Generate(opt Options) (*Result, error) {
 	k, drafted := opt.Lookup, 0
 loop:
 	for n := 0; opt.N < 0 || n < opt.N; n++ {
-		id, err := smp.Pick(logits.Data)
+		id, err := smp.Pick(last)
 		if err != nil {
 			return nil, fmt.Errorf("after %d tokens: %w", n, err)
 		}
@@ -208,7 +210,7 @@ loop:
 			if id == ahead[0] { // drafted right: its pass is done
 				res.Accepted++
 				ahead = ahead[1:]
-				logits.Data = rows.Row(rows.Rows - len(ahead) - 1)
+				last = rows.Row(rows.Rows - len(ahead) - 1)
 				if len(ahead) == 0 {
 					k = min(opt.Lookup, 2*k)
 				}
@@ -229,7 +231,7 @@ loop:
 		}
 		switch {
 		case full:
-			logits, err = m.shift(sess, res, opt.Keep, id)
+			rows, err = m.shift(sess, res, opt.Keep, id)
 			if errors.Is(err, graph.ErrNoRoom) {
 				res.StopReason = "context" // the kept tokens fill it: stop as without a shift
 				break loop
@@ -243,16 +245,13 @@ loop:
 			drafted = len(ahead)
 			res.Drafted += drafted
 			rows, err = sess.Forward(append([]int{id}, ahead...), len(ahead) > 0)
-			logits = rows
-			if len(ahead) > 0 && err == nil {
-				logits = &ops.Tensor{Data: rows.Row(0)}
-			}
 		default:
-			logits, err = sess.Forward([]int{id}, false)
+			rows, err = sess.Forward([]int{id}, false)
 		}
 		if err != nil {
 			return nil, err
 		}
+		last = rows.Row(0)
 		res.Timings.EvalRuns++
 	}
 	emit(stream.Flush())

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"os"
 	"strings"
@@ -40,7 +41,7 @@ func (f *grammarFlags) grammar(cmd *cobra.Command) (*grammar.Grammar, error) {
 	case len(given) == 0:
 		return nil, nil
 	case f.file != "" || f.schemaFile != "":
-		path := f.file + f.schemaFile
+		path := cmp.Or(f.file, f.schemaFile) // one of them, as given says
 		flag = given[0] + " " + path
 		b, err := os.ReadFile(path)
 		if err != nil {
