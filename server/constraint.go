@@ -9,7 +9,8 @@ import (
 
 // responseFormat is OpenAI's response_format: "text", "json_object" (any
 // JSON object; llama-server also takes a schema beside it) or
-// "json_schema" with the schema under json_schema.schema.
+// "json_schema" with the schema under json_schema.schema (without one,
+// any JSON value).
 type responseFormat struct {
 	Type       string          `json:"type"`
 	Schema     json.RawMessage `json:"schema"`
@@ -56,13 +57,15 @@ func constraint(f *samplingFields) (*grammar.Grammar, *apiError) {
 		}
 		return compile("response_format", grammar.JSON)
 	case "json_schema":
-		if rf.JSONSchema == nil || !present(rf.JSONSchema.Schema) {
-			if present(rf.Schema) { // llama-server takes it here too
-				return fromSchema("response_format.schema", rf.Schema)
-			}
-			return nil, badRequest("response_format", "invalid_value", "response_format of type json_schema needs json_schema.schema")
+		if rf.JSONSchema != nil && present(rf.JSONSchema.Schema) {
+			return fromSchema("response_format.json_schema.schema", rf.JSONSchema.Schema)
 		}
-		return fromSchema("response_format.json_schema.schema", rf.JSONSchema.Schema)
+		if present(rf.Schema) { // llama-server takes it here too
+			return fromSchema("response_format.schema", rf.Schema)
+		}
+		// OpenAI's json_schema.schema is optional; llama-server reads
+		// its absence as the empty schema, which any JSON value matches.
+		return fromSchema("response_format", json.RawMessage(`{}`))
 	}
 	return nil, badRequest("response_format", "invalid_value", `response_format type %s is not one of "text", "json_object", "json_schema"`, quote(rf.Type))
 }

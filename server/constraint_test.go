@@ -94,6 +94,17 @@ func TestConstrainedText(t *testing.T) {
 		require.Equal(t, 200, code, "%v", out)
 		text = completionText(t, out)
 		require.True(t, strings.HasPrefix(text, "{") && jsonPrefix(text), "%q", text)
+		// json_schema without a schema, as llama-server reads it: any
+		// JSON value, an object or not.
+		for _, rf := range []string{`{"type":"json_schema"}`, `{"type":"json_schema","json_schema":{"name":"any"}}`} {
+			code, out = post(t, url+"/v1/chat/completions", `{`+msgs+`,"max_tokens":40,"response_format":`+rf+sd+`}`)
+			require.Equal(t, 200, code, "%v", out)
+			text = completionText(t, out)
+			require.True(t, text != "" && jsonPrefix(text), "%s: %q", rf, text)
+			if out["choices"].([]any)[0].(map[string]any)["finish_reason"] == "stop" {
+				require.True(t, json.Valid([]byte(text)), "%q", text)
+			}
+		}
 	}
 	// Streamed, the deltas join to a text of the grammar too.
 	text, _ := streamText(t, t.Context(), url+"/v1/chat/completions", `{`+msgs+`,"stream":true,"max_tokens":400,"seed":4,"json_schema":`+sceneSchema+`}`)
@@ -114,7 +125,6 @@ func TestConstraintErrors(t *testing.T) {
 		{chat, `"json_schema":{"type":"nonsense"}`, "json_schema", "json_schema: json schema: "},
 		{chat, `"response_format":{"type":"xml"}`, "response_format", `response_format type "xml" is not one of`},
 		{chat, `"response_format":{}`, "response_format", "response_format needs a type"},
-		{chat, `"response_format":{"type":"json_schema"}`, "response_format", "needs json_schema.schema"},
 		{chat, `"response_format":{"type":"json_schema","json_schema":{"name":"x","schema":{"type":"object","properties":{"a":{"$ref":"#/$defs/none"}}}}}`, "response_format", "response_format.json_schema.schema: json schema: "},
 		{chat, `"grammar":"root ::= \"a\"","response_format":{"type":"json_object"}`, "response_format", "grammar and response_format each constrain"},
 	} {
