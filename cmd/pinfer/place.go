@@ -35,7 +35,7 @@ func placeCmd() *cobra.Command {
 			if out == "" {
 				out = path + ".generated.gpuidx"
 			}
-			if err := checkOutput("place", "-o", out, input{"-m", path}, input{"--stats", stats}); err != nil {
+			if err := checkOutput("place", "-o", out, input{Name: "-m", Path: path}, input{Name: "--stats", Path: stats}); err != nil {
 				return err
 			}
 			st, err := predictors.ReadStats(stats)

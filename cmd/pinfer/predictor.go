@@ -40,7 +40,7 @@ func predictorTrainCmd() *cobra.Command {
 			}
 			// Before hours of training, not after: the output must be
 			// writable and must not be the model or the text being read.
-			if err := checkOutput("predictor train", "-o", out, input{"-m", model}, input{"-f", file}); err != nil {
+			if err := checkOutput("predictor train", "-o", out, input{Name: "-m", Path: model}, input{Name: "-f", Path: file}); err != nil {
 				return err
 			}
 			run, err := mf.openText(file)

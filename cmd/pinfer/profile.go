@@ -1,8 +1,8 @@
 package main
 
 import (
-	"errors"
 	"fmt"
+	"github.com/pinfer/pinfer/internal/outpath"
 	"os"
 	"path/filepath"
 	"strings"
@@ -43,7 +43,7 @@ func profileCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			ins := []input{{"-m", model}, {"-f", file}, {"--stats", mf.stats}}
+			ins := []input{{Name: "-m", Path: model}, {Name: "-f", Path: file}, {Name: "--stats", Path: mf.stats}}
 			if err := checkOutput("profile", "-o", out, ins...); err != nil {
 				return err
 			}
@@ -116,40 +116,16 @@ func checkPlot(plot, stats string) error {
 
 // input is a file a command reads, named by its flag, that no output of
 // the command may replace.
-type input struct{ flag, path string }
+type input = outpath.Input
 
 // checkOutput refuses, before any work, an output path that is one of the
 // command's inputs (writing it would destroy the model or text being read),
 // a directory, or one in a directory that cannot be written: the work of a
 // profile or a training run would be lost at the end.
 func checkOutput(cmd, flag, out string, inputs ...input) error {
-	ost, oerr := os.Stat(out)
-	for _, in := range inputs {
-		if in.path == "" {
-			continue
-		}
-		same := filepath.Clean(in.path) == filepath.Clean(out)
-		if ist, err := os.Stat(in.path); err == nil && oerr == nil && os.SameFile(ist, ost) {
-			same = true
-		}
-		if same {
-			return fmt.Errorf("%s: %s %s: is the input %s %s; writing it would destroy it, name another file", cmd, flag, out, in.flag, in.path)
-		}
+	if err := outpath.Check(out, inputs...); err != nil {
+		return fmt.Errorf("%s: %s %s: %v", cmd, flag, out, err)
 	}
-	if oerr == nil && ost.IsDir() {
-		return fmt.Errorf("%s: %s %s: is a directory, want a file name", cmd, flag, out)
-	}
-	dir := filepath.Dir(out)
-	probe, err := os.CreateTemp(dir, "."+filepath.Base(out)+".*.tmp")
-	if err != nil {
-		var pe *os.PathError
-		if errors.As(err, &pe) {
-			err = pe.Err
-		}
-		return fmt.Errorf("%s: %s %s: cannot write in %s: %v", cmd, flag, out, dir, err)
-	}
-	probe.Close()
-	os.Remove(probe.Name())
 	return nil
 }
 
