@@ -20,12 +20,10 @@ import (
 	"math"
 	"net/http"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/pinfer/pinfer/gguf"
-	"github.com/pinfer/pinfer/ops"
 )
 
 // ollamaVersion is what /api/version reports: the ollama release whose
@@ -687,52 +685,11 @@ func (s *Server) ollamaModelInfo() ollamaModelInfo {
 func (s *Server) ollamaDetails() ollamaDetails {
 	f := s.model.File
 	arch := f.Arch()
-	var params uint64
-	byType := map[ops.DType]uint64{}
-	for i := range f.Tensors {
-		t := &f.Tensors[i]
-		params += t.Elems()
-		if len(t.Dims) >= 2 {
-			byType[t.Type] += t.Elems()
-		}
-	}
-	var quant ops.DType
-	var most uint64
-	for typ, n := range byType {
-		if n > most || n == most && typ < quant {
-			quant, most = typ, n
-		}
-	}
-	if n, err := f.Uint("general.parameter_count"); err == nil && n > 0 {
-		params = n
-	}
-	d := ollamaDetails{Format: "gguf", Family: arch, Families: []string{arch}, ParameterSize: humanCount(params)}
-	if most > 0 {
-		d.QuantizationLevel = strings.ToUpper(quant.String())
+	d := ollamaDetails{Format: "gguf", Family: arch, Families: []string{arch}, ParameterSize: gguf.HumanCount(f.ParamCount())}
+	if typ, ok := f.WeightType(); ok {
+		d.QuantizationLevel = strings.ToUpper(typ.String())
 	}
 	return d
-}
-
-// humanCount writes a parameter count as ollama does (format.HumanNumber):
-// billions with one decimal, millions with two, none when whole, thousands
-// rounded: 6.43M, 8.03B -> "8.0B", 1B, 125M, 500.50M, 1K.
-func humanCount(n uint64) string {
-	f := float64(n)
-	switch {
-	case n >= 1e9:
-		if f/1e9 == math.Floor(f/1e9) {
-			return fmt.Sprintf("%.0fB", f/1e9)
-		}
-		return fmt.Sprintf("%.1fB", f/1e9)
-	case n >= 1e6:
-		if f/1e6 == math.Floor(f/1e6) {
-			return fmt.Sprintf("%.0fM", f/1e6)
-		}
-		return fmt.Sprintf("%.2fM", f/1e6)
-	case n >= 1e3:
-		return fmt.Sprintf("%.0fK", f/1e3)
-	}
-	return strconv.FormatUint(n, 10)
 }
 
 func (s *Server) ollamaTags(w http.ResponseWriter, r *http.Request) {
@@ -777,11 +734,7 @@ func (s *Server) ollamaShow(w http.ResponseWriter, r *http.Request) {
 		info[kv.Key] = metaValue(kv.Value, req.Verbose)
 	}
 	if _, ok := info["general.parameter_count"]; !ok {
-		var n uint64
-		for i := range f.Tensors {
-			n += f.Tensors[i].Elems()
-		}
-		info["general.parameter_count"] = n
+		info["general.parameter_count"] = f.ParamCount()
 	}
 	g, _, _ := s.ollamaParams(nil)
 	p := g.sample

@@ -7,6 +7,7 @@ import (
 	"os"
 	"testing"
 
+	"github.com/pinfer/pinfer/gguf"
 	"github.com/pinfer/pinfer/internal/fixtures"
 	"github.com/stretchr/testify/require"
 )
@@ -101,7 +102,7 @@ func TestOllamaParameterSizeReview2(t *testing.T) {
 		{500500000, "500.50M"}, {500550000, "500.55M"}, {1000000000, "1B"}, {2800000000, "2.8B"},
 		{2850000000, "2.9B"}, {1000000000000, "1000B"},
 	} {
-		require.Equal(t, c.want, humanCount(c.n), "%d", c.n)
+		require.Equal(t, c.want, gguf.HumanCount(c.n), "%d", c.n)
 	}
 	b, err := os.ReadFile(fixtures.Path(t, "shakespeare-relu-6m", "reference.json"))
 	require.NoError(t, err)
