@@ -3,6 +3,7 @@ package tokenizer
 import (
 	"fmt"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/pinfer/pinfer/gguf"
@@ -21,6 +22,10 @@ var byteChars [256]string
 // charBytes maps those code points back to their bytes.
 var charBytes = map[rune]byte{}
 
+// numericByte[b]: byte b's code point is a number (category N): the ASCII
+// digits, and 0xB2 "²", 0xB3 "³", 0xB9 "¹", 0xBC-0xBE "¼½¾".
+var numericByte [256]bool
+
 func init() {
 	n := 0
 	for b := range 256 {
@@ -31,6 +36,7 @@ func init() {
 		}
 		byteChars[b] = string(r)
 		charBytes[r] = byte(b)
+		numericByte[b] = unicode.IsNumber(r)
 	}
 }
 

@@ -21,7 +21,12 @@ import (
 //     category in a bracket, such as Falcon's [\p{P}\$\+<=>\^~\|`]+), ASCII
 //     characters keep their own class and the rest go by category;
 //   - a byte that is not valid UTF-8 stays a byte of its own (llama.cpp turns
-//     it into U+FFFD, losing it); it counts as a symbol, as U+FFFD would.
+//     it into U+FFFD, losing it); it counts as a symbol, as U+FFFD would;
+//   - Falcon's list ends as its tokenizer.json does, with steps that run on
+//     the byte-level text (splitByteDigits), which llama.cpp's lacks.
+//
+// The words and ids of GPT-2's, Falcon's and Llama 3's are those of Hugging
+// Face's tokenizers for their tokenizer.json (hf_ref_test.go).
 
 // Character classes of a code point.
 const (
@@ -90,7 +95,10 @@ type splitter func(cps []cp, s span, out []span) []span
 // preTokenizer is what tokenizer.ggml.pre names: llama.cpp's regex list,
 // and whether a word that is a token whole skips the merges (Llama 3's).
 type preTokenizer struct {
-	steps        []splitter
+	steps []splitter
+	// byteDigits: then split every word as Falcon's tokenizer.json does
+	// after its ByteLevel step, on the bytes (splitByteDigits).
+	byteDigits   bool
 	ignoreMerges bool
 	addBOS       bool // llama.cpp's default for tokenizer.ggml.add_bos_token
 }
@@ -104,8 +112,9 @@ var preTokenizers = map[string]preTokenizer{
 	// [\p{P}\$\+<=>\^~\|]+, GPT-2's, \p{N}+, [0-9][0-9][0-9].
 	"default": {steps: []splitter{punctRuns(false), gpt2Regex, runsOf(cNumber), digitTriples}},
 	"gpt-2":   {steps: []splitter{gpt2Regex}},
-	// Falcon: [\p{P}\$\+<=>\^~\|`]+, GPT-2's, [0-9][0-9][0-9].
-	"falcon": {steps: []splitter{punctRuns(true), gpt2Regex, digitTriples}},
+	// Falcon's tokenizer.json: Punctuation (llama.cpp's [\p{P}\$\+<=>\^~\|`]+),
+	// ByteLevel (GPT-2's regex), then on the bytes Digits and [0-9][0-9][0-9].
+	"falcon": {steps: []splitter{punctRuns(true), gpt2Regex}, byteDigits: true},
 	// Llama 3: (?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
 	"llama-bpe": {steps: []splitter{splitLlama3}, ignoreMerges: true, addBOS: true},
 }
@@ -155,12 +164,60 @@ func (p preTokenizer) split(text string) []string {
 		}
 		spans, next = next, spans
 	}
-	words := make([]string, len(spans))
-	for i, s := range spans {
-		words[i] = text[cps[s.a].off:cps[s.b].off]
+	words := make([]string, 0, len(spans))
+	for _, s := range spans {
+		w := text[cps[s.a].off:cps[s.b].off]
+		if p.byteDigits {
+			words = splitByteDigits(w, words)
+		} else {
+			words = append(words, w)
+		}
 	}
 	return words
 }
+
+// splitByteDigits appends the pieces of word as the steps after ByteLevel in
+// Falcon's tokenizer.json split it. Those run on the word's byte-level text,
+// one character a byte: Digits (individual_digits false) splits it into runs
+// of numbers (Rust's char::is_numeric) and runs of the rest, so " 12" is
+// " " and "12", and a UTF-8 character with a byte of numericByte is cut
+// there ("ü", C3 BC, is C3 and BC); then [0-9][0-9][0-9] isolates ASCII
+// digit triples. llama.cpp's list for Falcon lacks the Digits step; it gives
+// the same ids with Falcon's own vocabulary, which has no merge across those
+// cuts, but not with another.
+func splitByteDigits(word string, out []string) []string {
+	for i := 0; i < len(word); {
+		j := i + 1
+		for j < len(word) && numericByte[word[j]] == numericByte[word[i]] {
+			j++
+		}
+		if !numericByte[word[i]] {
+			out = append(out, word[i:j])
+			i = j
+			continue
+		}
+		prev := i
+		for k := i; k+3 <= j; {
+			if isASCIIDigit(word[k]) && isASCIIDigit(word[k+1]) && isASCIIDigit(word[k+2]) {
+				if k > prev {
+					out = append(out, word[prev:k])
+				}
+				out = append(out, word[k:k+3])
+				k += 3
+				prev = k
+			} else {
+				k++
+			}
+		}
+		if prev < j {
+			out = append(out, word[prev:j])
+		}
+		i = j
+	}
+	return out
+}
+
+func isASCIIDigit(b byte) bool { return '0' <= b && b <= '9' }
 
 // matchSplit turns a matcher into a splitter the way llama.cpp applies a
 // regex: every leftmost match is a piece, and so is the text between them.
