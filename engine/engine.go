@@ -19,10 +19,14 @@ import (
 
 // Model is a loaded model, ready to make sessions.
 type Model struct {
-	Path     string
-	File     *gguf.File
-	Spec     *graph.Spec
-	Prog     *graph.Program
+	Path string
+	File *gguf.File
+	Spec *graph.Spec
+	Prog *graph.Program
+	// Host, while Prog is a device's stand-in (the whole step on the GPU),
+	// is the program it replaced, which runs on the CPU from the mapped
+	// weights: what HiddenProgram falls back to. Nil otherwise.
+	Host     *graph.Program
 	Tok      *tokenizer.Tokenizer
 	LoadTime time.Duration
 	// KVType is the element type of the attention caches of the sessions
@@ -189,7 +193,26 @@ func (m *Model) ContextLength() int {
 // NewSession starts a sequence of at most nctx positions on threads workers,
 // its KV cache of m.KVType.
 func (m *Model) NewSession(nctx int, pool *ops.Pool) *graph.Session {
-	s := m.Prog.NewSession(nctx, pool)
+	return m.NewSessionOn(m.Prog, nctx, pool)
+}
+
+// HiddenProgram is the program whose hidden states (graph.Runner.Hidden)
+// embeddings read: Prog, or when Prog's output reads no node the host
+// program it stands in for, whose CPU pass gives the same states up to the
+// device's rounding.
+func (m *Model) HiddenProgram() (*graph.Program, error) {
+	_, err := m.Prog.HiddenNode()
+	if err != nil && m.Host != nil {
+		if _, herr := m.Host.HiddenNode(); herr == nil {
+			return m.Host, nil
+		}
+	}
+	return m.Prog, err
+}
+
+// NewSessionOn is NewSession on p, one of m's programs (HiddenProgram's).
+func (m *Model) NewSessionOn(p *graph.Program, nctx int, pool *ops.Pool) *graph.Session {
+	s := p.NewSession(nctx, pool)
 	if m.KVType != ops.F32 {
 		// Only F16 passes ParseKVType; a new session has not started.
 		if err := s.SetKVType(m.KVType); err != nil {

@@ -40,12 +40,20 @@ type embedWork struct {
 // is made on the first request.
 func (s *Server) runEmbed(j *job) {
 	if s.embedSess == nil {
-		s.embedSess = s.model.NewSession(s.nctx, s.pool)
+		// With the whole step on the GPU, the device's program has no
+		// hidden state to give: the CPU runs the program it replaced.
+		p, _ := s.model.HiddenProgram() // embed checked it
+		s.embedRunner = s.runner
+		if p != s.model.Prog {
+			s.embedRunner = p.NewRunner(s.pool)
+			s.embedRunner.Predictor = s.runner.Predictor
+		}
+		s.embedSess = s.model.NewSessionOn(p, s.nctx, s.pool)
 	}
 	e, start, n := j.embed, time.Now(), 0
 	for _, ids := range e.inputs {
 		s.embedSess.Reset()
-		hid, err := s.runner.Hidden([]*graph.Session{s.embedSess}, [][]int{ids})
+		hid, err := s.embedRunner.Hidden([]*graph.Session{s.embedSess}, [][]int{ids})
 		if err != nil {
 			j.end(finishError, err, 0, timings{})
 			return
@@ -109,11 +117,9 @@ func normalize(v []float32, norm int) []float32 {
 
 // embed queues the inputs as one job and waits for their vectors.
 func (s *Server) embed(r *http.Request, inputs [][]int, norm int) ([][]float32, timings, *apiError) {
-	// With the whole step fused on the GPU, the output reads the device
-	// op, not a hidden state the host could pool.
-	if _, err := s.model.Prog.HiddenNode(); err != nil {
+	if _, err := s.model.HiddenProgram(); err != nil {
 		return nil, timings{}, newError(http.StatusNotImplemented, "invalid_request_error", "embeddings_unavailable",
-			"embeddings are not available with this placement: %v (serve with a --vram-budget below the model's size, or none)", err)
+			"embeddings are not available for this graph: %v", err)
 	}
 	j := newJob(nil, nil, false, genParams{})
 	j.embed = &embedWork{inputs: inputs, pooling: s.cfg.Pooling, norm: norm}

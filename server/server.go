@@ -57,6 +57,9 @@ type Server struct {
 	queue  *queue
 	// embedSess runs the embedding requests (embed.go), made on the first.
 	embedSess *graph.Session
+	// embedRunner runs them: the scheduler's runner, or one of the host
+	// program when the model's runs on a device (Model.HiddenProgram).
+	embedRunner *graph.Runner
 	// requests counts the requests admitted: the scheduler's clock for
 	// which slot was used last.
 	requests int

@@ -77,9 +77,9 @@ func allOnGPU(m *engine.Model, predictor string) (*hybrid.DeviceExec, func(), bo
 // back and frees the device.
 func swapIn(m *engine.Model, e *hybrid.DeviceExec) func() {
 	orig := m.Prog
-	m.Prog = e.Program()
+	m.Prog, m.Host = e.Program(), orig
 	return func() {
-		m.Prog = orig
+		m.Prog, m.Host = orig, nil
 		if err := e.Close(); err != nil {
 			fmt.Fprintln(os.Stderr, "pinfer:", err)
 		}
