@@ -23,12 +23,12 @@ func standIn(t *testing.T, host bool) *engine.Model {
 	require.NoError(t, err)
 	t.Cleanup(func() { m.Close() })
 	orig := m.Prog
-	p := *orig
-	p.Nodes = append([]*graph.Node(nil), orig.Nodes...)
-	out := *p.Nodes[p.Output]
+	nodes := append([]*graph.Node(nil), orig.Nodes...)
+	out := *nodes[orig.Output]
 	out.In = append([]int{-1}, out.In[1:]...)
-	p.Nodes[p.Output] = &out
-	m.Prog = &p
+	nodes[orig.Output] = &out
+	// As hybrid.NewDeviceExec makes its one-node program.
+	m.Prog = &graph.Program{Spec: orig.Spec, Params: orig.Params, Nodes: nodes, Output: orig.Output, Vocab: orig.Vocab, Layers: orig.Layers}
 	_, err = m.Prog.HiddenNode()
 	require.Error(t, err)
 	if host {
