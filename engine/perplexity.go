@@ -68,54 +68,146 @@ func (m *Model) ScoreSession(sess *graph.Session, tokens []int, stepwise bool, l
 // running perplexity after each window, "[1]x.xxxx,[2]y.yyyy,", then a
 // newline.
 func (m *Model) ScoreChunks(sess *graph.Session, tokens []int, chunks int, stepwise bool, log io.Writer) (*Perplexity, error) {
+	if chunks == 0 {
+		return nil, fmt.Errorf("0 chunks scores nothing; want a count, or -1 for all")
+	}
+	return m.Score(sess, tokens, ScoreOptions{Chunks: chunks, Stepwise: stepwise, Log: log})
+}
+
+// ScoreOptions say which windows Score runs and who else sees the
+// predictions it scores.
+type ScoreOptions struct {
+	// Chunks scores only the first Chunks windows (0 or negative: all),
+	// llama-perplexity's --chunks.
+	Chunks int
+	// Stride, when positive, is llama-perplexity's strided perplexity
+	// (--ppl-stride, its perplexity_v2) in place of its standard chunks:
+	// see Score.
+	Stride int
+	// Stepwise feeds one token at a time (ScoreSession).
+	Stepwise bool
+	// Log gets the running perplexity after each window, "[1]x.xxxx,",
+	// and a newline at the end.
+	Log io.Writer
+	// Row, when set, sees every scored prediction in order: window w's
+	// logits at its position j (the text's token w.Start+j), which predict
+	// the text's token next. The logits live until Row returns.
+	Row func(w Window, j int, logits []float32, next int) error
+	// Done, when set, is called after each window's predictions were
+	// scored, with the running result.
+	Done func(w Window, r *Perplexity) error
+
+	// anyLength lifts the two-window minimum: a KL-divergence run's windows
+	// are the base file's, however few (llama-perplexity's kl_divergence
+	// asks for no more).
+	anyLength bool
+}
+
+// Score is the one scoring loop behind perplexity, strided perplexity, the
+// KL-divergence base file and the KL divergence: it runs the text's tokens
+// in windows of sess's context n_ctx and scores the predictions of each
+// window's last tokens. The text must hold 2*n_ctx tokens, as
+// llama-perplexity asks in both modes.
+//
+// Standard mode (llama-perplexity's perplexity()): window i runs tokens
+// [i*n_ctx, (i+1)*n_ctx) with BOS in place of its first token (when the
+// vocabulary adds BOS) and scores its positions j in [n_ctx/2, n_ctx-2],
+// i.e. the predictions of tokens i*n_ctx+n_ctx/2+1 ... (i+1)*n_ctx-1;
+// there are len(tokens)/n_ctx windows.
+//
+// Strided mode (opt.Stride = s > 0, llama-perplexity's perplexity_v2):
+// window i runs tokens [i*s, i*s+n_ctx) and scores its positions j in
+// [n_ctx-s-1, n_ctx-2], the predictions of the s tokens i*s+n_ctx-s ...
+// i*s+n_ctx-1, which the window before did not reach; there are
+// ceil((len(tokens)-n_ctx)/s) windows, so the last one ends before the
+// text does. The windows run as they are in the text: perplexity_v2 writes
+// BOS over a window's first token only after llama_decode has run it (and
+// puts the token back), so only the first window, which starts at the
+// text's own BOS, begins with one. s must be below n_ctx: the first scored
+// position, n_ctx-s-1, must exist.
+func (m *Model) Score(sess *graph.Session, tokens []int, opt ScoreOptions) (*Perplexity, error) {
 	nctx := sess.NCtx()
 	if nctx < 4 {
 		return nil, fmt.Errorf("a context of %d is too small to score", nctx)
 	}
-	if chunks == 0 {
-		return nil, fmt.Errorf("0 chunks scores nothing; want a count, or -1 for all")
+	if opt.Stride < 0 {
+		return nil, fmt.Errorf("a stride of %d: want a positive one", opt.Stride)
 	}
-	if len(tokens) < 2*nctx {
+	if opt.Stride >= nctx {
+		return nil, fmt.Errorf("a stride of %d leaves a window of %d no position to score from: want at most %d", opt.Stride, nctx, nctx-1)
+	}
+	if len(tokens) < 2*nctx && !opt.anyLength {
 		return nil, fmt.Errorf("the text has %d tokens; perplexity with a context of %d needs at least %d", len(tokens), nctx, 2*nctx)
 	}
-	n := len(tokens) / nctx
-	if chunks > 0 && chunks < n {
-		n = chunks
+	var n, first, step int // windows, first scored position, advance
+	if opt.Stride > 0 {
+		step, first = opt.Stride, nctx-opt.Stride-1
+		n = (len(tokens) - nctx + step - 1) / step
+	} else {
+		step, first = nctx, nctx/2
+		n = len(tokens) / nctx
 	}
+	if opt.Chunks > 0 && opt.Chunks < n {
+		n = opt.Chunks
+	}
+	if n < 1 {
+		return nil, fmt.Errorf("the text has %d tokens, less than one window of %d", len(tokens), nctx)
+	}
+	bos := opt.Stride == 0 && m.Tok.Vocab().AddBOS
 	r := &Perplexity{Tokens: len(tokens)}
-	first := nctx / 2
 	var sum, sumSq float64
+	win := make([]int, nctx)
 	for i := 0; i < n; i++ {
-		start := i * nctx
-		win := append([]int(nil), tokens[start:start+nctx]...)
-		if m.Tok.Vocab().AddBOS {
+		start := i * step
+		copy(win, tokens[start:start+nctx])
+		if bos {
 			win[0] = m.Tok.BOS()
 		}
+		w := Window{Start: start, End: start + nctx, ScoreFrom: start + first, ScoreTo: start + nctx - 1}
 		sess.Reset()
-		rows, err := windowLogits(sess, win, stepwise)
+		rows, err := windowLogits(sess, win, first, opt.Stepwise)
 		if err != nil {
 			return nil, err
 		}
 		var wsum float64
 		for j := first; j < nctx-1; j++ {
-			nll := -logSoftmaxAt(rows(j), tokens[start+j+1])
+			next := tokens[start+j+1]
+			logits := rows(j)
+			nll := -logSoftmaxAt(logits, next)
 			wsum += nll
 			sum += nll
 			sumSq += nll * nll
 			r.Scored++
+			if opt.Row != nil {
+				if err := opt.Row(w, j, logits, next); err != nil {
+					return nil, err
+				}
+			}
 		}
-		w := Window{Start: start, End: start + nctx, ScoreFrom: start + first, ScoreTo: start + nctx - 1, PPL: math.Exp(wsum / float64(nctx-1-first))}
+		w.PPL = math.Exp(wsum / float64(nctx-1-first))
 		r.Windows = append(r.Windows, w)
-		if log != nil {
-			fmt.Fprintf(log, "[%d]%.4f,", len(r.Windows), math.Exp(sum/float64(r.Scored)))
+		r.setPPL(sum, sumSq)
+		if opt.Log != nil {
+			fmt.Fprintf(opt.Log, "[%d]%.4f,", len(r.Windows), r.PPL)
+		}
+		if opt.Done != nil {
+			if err := opt.Done(w, r); err != nil {
+				return nil, err
+			}
 		}
 	}
-	if log != nil {
-		fmt.Fprintln(log)
+	if opt.Log != nil {
+		fmt.Fprintln(opt.Log)
 	}
+	return r, nil
+}
+
+// setPPL sets the perplexity of the NLLs summed so far and its uncertainty.
+func (r *Perplexity) setPPL(sum, sumSq float64) {
 	cnt := float64(r.Scored)
 	mean := sum / cnt
 	r.PPL = math.Exp(mean)
+	r.StdErr = 0
 	if r.Scored > 1 {
 		// llama-perplexity's uncertainty: the standard error of the mean
 		// NLL, carried through exp.
@@ -123,13 +215,12 @@ func (m *Model) ScoreChunks(sess *graph.Session, tokens []int, chunks int, stepw
 			r.StdErr = r.PPL * math.Sqrt(variance/cnt)
 		}
 	}
-	return r, nil
 }
 
 // windowLogits runs a window and returns the logits of its position j, for
-// the scored half (j >= len(win)/2). The stepwise rows are copied: each
+// the scored positions (j >= first). The stepwise rows are copied: each
 // step's result lives only until the next.
-func windowLogits(sess *graph.Session, win []int, stepwise bool) (func(j int) []float32, error) {
+func windowLogits(sess *graph.Session, win []int, first int, stepwise bool) (func(j int) []float32, error) {
 	if !stepwise {
 		logits, err := sess.Forward(win, true)
 		if err != nil {
@@ -137,7 +228,6 @@ func windowLogits(sess *graph.Session, win []int, stepwise bool) (func(j int) []
 		}
 		return logits.Row, nil
 	}
-	first := len(win) / 2
 	var rows [][]float32
 	for j, tok := range win[:len(win)-1] { // the last token predicts nothing scored
 		logits, err := sess.Forward([]int{tok}, false)
