@@ -1,6 +1,7 @@
 // Package sample picks the next token from logits, as llama.cpp's default
 // chain does: repeat penalty, then top-k, top-p and min-p to narrow the
 // candidates, then temperature and a seeded draw. Temperature 0 is greedy.
+// A logit bias (llama.cpp's logit_bias) comes before all of them.
 package sample
 
 import (
@@ -22,6 +23,11 @@ type Params struct {
 	RepeatPenalty float64 // 1: off
 	RepeatLastN   int     // how many recent tokens the penalty looks at; 0: none, -1: all
 	Seed          uint64
+	// Bias is added to the logits of its tokens before anything else, as
+	// llama.cpp's logit_bias: -Inf bans a token (its --ignore-eos bans the
+	// ends of text so). The log-probabilities a server reports are the
+	// model's, without it. nil: none.
+	Bias map[int]float64
 }
 
 // ParamError names a setting by its llama.cpp server field (top_p, ...)
@@ -52,6 +58,11 @@ func (p Params) Check() error {
 	} {
 		if !c.ok {
 			return &ParamError{c.name, c.v, c.want}
+		}
+	}
+	for _, b := range p.Bias {
+		if math.IsNaN(b) || math.IsInf(b, 1) {
+			return &ParamError{"logit_bias", b, "want a number, or -Inf to ban the token"}
 		}
 	}
 	return nil
@@ -132,14 +143,19 @@ func (s *Sampler) Pick(logits []float32) (int, error) {
 // Sample picks a token from logits (which it does not change).
 func (s *Sampler) Sample(logits []float32) int { return s.sample(logits, nil) }
 
-// candidates are the logits with the repeat penalty applied, in id order
-// (s.cand's buffer).
+// candidates are the logits with the bias and the repeat penalty applied,
+// in id order (s.cand's buffer).
 func (s *Sampler) candidates(logits []float32) []cand {
 	c := s.cand[:0]
 	for i, l := range logits {
 		c = append(c, cand{i, float64(l)})
 	}
 	s.cand = c
+	for id, b := range s.p.Bias {
+		if id >= 0 && id < len(c) {
+			c[id].logit += b
+		}
+	}
 	if s.p.RepeatPenalty != 1 && s.p.RepeatPenalty > 0 {
 		seen := map[int]bool{}
 		for _, id := range s.recent {

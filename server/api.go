@@ -3,8 +3,12 @@ package server
 import (
 	"bytes"
 	"encoding/json"
-	"github.com/pinfer/pinfer/engine"
+	"math"
+	"sort"
+	"strconv"
 	"strings"
+
+	"github.com/pinfer/pinfer/engine"
 )
 
 // samplingFields are the request fields shared by chat and completions:
@@ -33,6 +37,9 @@ type samplingFields struct {
 	// NKeep is llama-server's n_keep: the prompt tokens after BOS that a
 	// context shift keeps (-1: all of them); with --context-shift only.
 	NKeep *int `json:"n_keep"`
+	// LogitBias is added to tokens' logits before sampling: OpenAI's
+	// {"id": bias} or llama-server's [[id or text, bias or false], ...].
+	LogitBias logitBiasField `json:"logit_bias"`
 
 	// Ask for more in the response than text (outputs checks them).
 	Logprobs    logprobsField `json:"logprobs"`
@@ -98,6 +105,86 @@ func (s *stopField) UnmarshalJSON(b []byte) error {
 		return &fieldError{"stop", "stop must be a string or an array of strings"}
 	}
 	*s = many
+	return nil
+}
+
+// logitBiasField is "logit_bias": OpenAI's object of token ids (as
+// strings) to biases, or llama-server's array of [token, bias] pairs; in
+// both llama-server also takes a text for the token, meaning each token
+// of its tokenization, and false for the bias, which bans the token.
+type logitBiasField []logitBias
+
+type logitBias struct {
+	id   int
+	text string // the token given as a text: resolved by the server's tokenizer
+	bias float64
+}
+
+func (l *logitBiasField) UnmarshalJSON(b []byte) error {
+	*l = nil
+	if isNull(b) {
+		return nil
+	}
+	bad := &fieldError{"logit_bias", `logit_bias must be an object {"token id": bias} or an array of [token id or text, bias or false] pairs`}
+	value := func(raw json.RawMessage) (float64, bool) {
+		var v float64
+		if json.Unmarshal(raw, &v) == nil {
+			return v, true
+		}
+		var on bool
+		if json.Unmarshal(raw, &on) == nil && !on {
+			return math.Inf(-1), true // false bans the token
+		}
+		return 0, false
+	}
+	key := func(k string) logitBias {
+		if id, err := strconv.Atoi(k); err == nil {
+			return logitBias{id: id}
+		}
+		return logitBias{id: -1, text: k}
+	}
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(b, &obj) == nil {
+		keys := make([]string, 0, len(obj))
+		for k := range obj {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys) // a stable order for the error messages
+		for _, k := range keys {
+			e := key(k)
+			var ok bool
+			if e.bias, ok = value(obj[k]); !ok {
+				return bad
+			}
+			*l = append(*l, e)
+		}
+		return nil
+	}
+	var pairs [][]json.RawMessage
+	if err := json.Unmarshal(b, &pairs); err != nil {
+		return bad
+	}
+	for _, p := range pairs {
+		if len(p) != 2 {
+			return bad
+		}
+		var e logitBias
+		var id int
+		var text string
+		switch {
+		case json.Unmarshal(p[0], &id) == nil:
+			e.id = id
+		case json.Unmarshal(p[0], &text) == nil:
+			e = logitBias{id: -1, text: text}
+		default:
+			return bad
+		}
+		var ok bool
+		if e.bias, ok = value(p[1]); !ok {
+			return bad
+		}
+		*l = append(*l, e)
+	}
 	return nil
 }
 

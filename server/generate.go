@@ -90,33 +90,38 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 		writeError(w, e)
 		return
 	}
-	// As pinfer run: BOS first, and an empty prompt is BOS alone with the
-	// output then starting the text.
-	ids, first := req.Prompt.tokens, false
+	ids, first, bosAdded := req.Prompt.tokens, false, false
 	if e := s.checkIDs(ids, "prompt"); e != nil {
 		writeError(w, e)
 		return
 	}
 	if ids == nil {
-		ids, first = s.model.Encode(req.Prompt.text), req.Prompt.text == ""
-		if len(ids) == 0 {
-			ids = []int{s.model.Tok.BOS()}
-		}
+		ids, first, bosAdded = s.textPrompt(req.Prompt.text)
 	}
 	if e := s.fit(&g, len(ids), "prompt"); e != nil {
 		writeError(w, e)
 		return
 	}
 	j := newJob(nil, ids, first, g)
-	j.promptText = req.Prompt.text
+	j.promptText, j.bosAdded = req.Prompt.text, bosAdded
 	if req.Prompt.tokens != nil {
 		j.promptText = s.model.Tok.Decode(ids)
-	} else {
-		// Encode put BOS first (or the empty prompt is BOS alone).
-		bos := s.model.Tok.BOS()
-		j.bosAdded = bos >= 0 && ids[0] == bos && (req.Prompt.text == "" || s.model.Tok.Vocab().AddBOS)
 	}
 	s.generate(w, r, &req.samplingFields, j, false)
+}
+
+// textPrompt tokenizes a completion's text prompt as pinfer run does: BOS
+// first, and an empty prompt BOS alone, the output then starting the text
+// (first). bosAdded says ids[0] is a BOS the server put there, not one
+// of the text's (/v1/completions' echo leaves it out).
+func (s *Server) textPrompt(text string) (ids []int, first, bosAdded bool) {
+	ids, first = s.model.Encode(text), text == ""
+	if len(ids) == 0 {
+		ids = []int{s.model.Tok.BOS()}
+	}
+	bos := s.model.Tok.BOS()
+	bosAdded = bos >= 0 && ids[0] == bos && (text == "" || s.model.Tok.Vocab().AddBOS)
+	return ids, first, bosAdded
 }
 
 // checkIDs checks that a prompt sent as token ids is in the vocabulary.

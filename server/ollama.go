@@ -263,7 +263,7 @@ func (s *Server) ollamaParams(o *ollamaOptions) (genParams, int, *apiError) {
 	// ollama takes any number of stop strings, where OpenAI's API caps them at 4.
 	for _, st := range o.Stop {
 		if st != "" {
-			g.stops = append(g.stops, st)
+			g.stops.words = append(g.stops.words, st)
 		}
 	}
 	if n := o.NumPredict; n != nil {

@@ -95,7 +95,7 @@ type genParams struct {
 	// "" for the server's -n, a default that, as in llama-server, stops at
 	// a full context rather than refuse a request that sets none.
 	maxName string
-	stops   []string
+	stops   stopWords
 	cache   bool // reuse the slot's cached prefix
 	keep    int  // n_keep: the prompt tokens after BOS a context shift keeps (-1: all)
 
@@ -148,6 +148,9 @@ func (s *Server) sampling(f *samplingFields) (genParams, *apiError) {
 	if f.RepeatLastN != nil {
 		p.RepeatLastN = *f.RepeatLastN
 	}
+	if p.Bias, e = s.logitBias(f.LogitBias); e != nil {
+		return g, e
+	}
 	var pe *sample.ParamError
 	if errors.As(p.Check(), &pe) {
 		return g, badRequest(pe.Name, "invalid_value", "%s", pe)
@@ -189,10 +192,33 @@ func (s *Server) sampling(f *samplingFields) (genParams, *apiError) {
 	}
 	for _, st := range f.Stop {
 		if st != "" {
-			g.stops = append(g.stops, st)
+			g.stops.words = append(g.stops.words, st)
 		}
 	}
 	return g, nil
+}
+
+// logitBias turns logit_bias into the sampler's: a token given as a text
+// is each token of its tokenization (without BOS), as llama-server reads
+// it; biases of one token add up.
+func (s *Server) logitBias(l logitBiasField) (map[int]float64, *apiError) {
+	if len(l) == 0 {
+		return nil, nil
+	}
+	out := make(map[int]float64, len(l))
+	for _, b := range l {
+		ids := []int{b.id}
+		if b.id < 0 && b.text != "" {
+			ids = s.model.Tok.Encode(b.text, false)
+		}
+		for _, id := range ids {
+			if id < 0 || id >= s.model.Tok.Size() {
+				return nil, badRequest("logit_bias", "invalid_value", "logit_bias: token id %d is outside the vocabulary of %d", id, s.model.Tok.Size())
+			}
+			out[id] += b.bias
+		}
+	}
+	return out, nil
 }
 
 // unsupported refuses the fields that ask for more in the response than

@@ -146,6 +146,8 @@ func (s *Server) routes() {
 	s.handle("GET", "/metrics", s.auth(s.serveMetrics))
 	s.handle("GET", "/props", s.auth(s.props))
 	s.handle("POST", "/apply-template", s.auth(s.applyTemplate))
+	s.handle("POST", "/completion", s.nativeAuth(s.nativeCompletion))     // native.go: llama-server's own
+	s.handle("POST", "/completions", s.nativeAuth(s.nativeCompletion))    // and its alias
 	s.handle("POST", "/v1/embeddings", s.auth(s.embeddings))              // embed.go
 	s.handle("POST", "/api/embed", s.ollamaAuth(s.ollamaEmbed))           // ollama's
 	s.handle("POST", "/api/embeddings", s.ollamaAuth(s.ollamaEmbeddings)) // ollama's legacy

@@ -232,7 +232,7 @@ func TestStopStrings(t *testing.T) {
 }
 
 func TestStopperHoldsBackPrefixes(t *testing.T) {
-	s := stopper{stops: []string{"END", "\n\n"}}
+	s := stopper{stops: stopWords{words: []string{"END", "\n\n"}}}
 	var got []string
 	for _, piece := range []string{"a", "b E", "N", "x\n", "y", "\n", "\nEN", "D tail"} {
 		out, hit := s.add(piece)

@@ -227,6 +227,12 @@ func (t *Tokenizer) Piece(id int) string {
 	return t.surface[id]
 }
 
+// IsControl says whether id is a control token (BOS, EOS, a chat
+// template's markers), which Decode leaves out and Piece names.
+func (t *Tokenizer) IsControl(id int) bool {
+	return id >= 0 && id < len(t.v.Types) && t.v.Types[id] == Control
+}
+
 // Size returns the number of tokens.
 func (t *Tokenizer) Size() int { return len(t.v.Tokens) }
 
