@@ -13,12 +13,12 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/pinfer/pinfer/gguf"
 	"github.com/pinfer/pinfer/internal/outpath"
 	"github.com/pinfer/pinfer/ops"
+	"github.com/pinfer/pinfer/quantize"
 	"github.com/pinfer/pinfer/safetensors"
 	"github.com/pinfer/pinfer/tokenizer"
 	"github.com/schollz/progressbar/v3"
@@ -35,12 +35,9 @@ type Options struct {
 	Logf func(format string, args ...any)
 }
 
-// fileTypes are llama.cpp's general.file_type ids (LLAMA_FTYPE_*).
-var fileTypes = map[ops.DType]uint32{ops.F32: 0, ops.F16: 1, ops.Q4_0: 2, ops.Q8_0: 7, ops.BF16: 32}
-
 // Convert writes the model in hfDir to outPath as GGUF.
 func Convert(hfDir, outPath string, opt Options) error {
-	ftype, ok := fileTypes[opt.Type]
+	ftype, ok := quantize.FileType(opt.Type)
 	if !ok {
 		return fmt.Errorf("convert: output type %s is not supported (want f32, f16, bf16, q8_0 or q4_0)", opt.Type)
 	}
@@ -359,12 +356,9 @@ func isInvFreq(name string) bool {
 // add queues the tensor. A HF [out, in] matrix is GGUF dims [in, out] with
 // the same row-major bytes, so rows are copied in order (bar the permutation).
 func (p tensorPlan) add(w *gguf.Writer, want ops.DType, logf func(string, ...any)) error {
-	typ := want
-	if len(p.dims) == 1 || keepF32(p.name) {
-		typ = ops.F32 // norms and biases are tiny and precision-sensitive
-	} else if _, err := typ.RowBytes(p.cols); err != nil {
-		logf("%s: row length %d is not a multiple of %d, writing f16 instead of %s", p.name, p.cols, typ.BlockElems(), typ)
-		typ = ops.F16
+	typ, note := quantize.TensorType(p.name, p.dims, want)
+	if note != "" {
+		logf("%s: %s", p.name, note)
 	}
 	return w.AddTensor(p.name, typ, p.dims, func(out io.Writer) error {
 		if err := p.write(out, typ); err != nil {
@@ -372,13 +366,6 @@ func (p tensorPlan) add(w *gguf.Writer, want ops.DType, logf func(string, ...any
 		}
 		return nil
 	})
-}
-
-// keepF32 names the matrices llama.cpp's converter (and llama-quantize)
-// always keeps in f32, whatever the output type: the MoE router, whose
-// small logits pick the experts, and the learned position table.
-func keepF32(name string) bool {
-	return strings.HasSuffix(name, ".ffn_gate_inp.weight") || name == "position_embd.weight"
 }
 
 // permuteHeads maps output rows to source rows for q and k: HF orders each

@@ -23,6 +23,7 @@ import (
 
 	"github.com/pinfer/pinfer/gguf"
 	"github.com/pinfer/pinfer/ops"
+	"github.com/pinfer/pinfer/quantize"
 )
 
 // Shape is a model's size.
@@ -119,7 +120,7 @@ type kv struct {
 func (o *Options) metadata() []kv {
 	s := o.Shape
 	tokens, scores, types := vocab(s.Vocab)
-	ftype := map[ops.DType]uint32{ops.F32: 0, ops.F16: 1, ops.Q4_0: 2, ops.Q8_0: 7}[o.Type]
+	ftype, _ := quantize.FileType(o.Type)
 	return []kv{
 		{"general.architecture", "llama"},
 		{"general.name", fmt.Sprintf("synthetic-relu-%dx%d-active%.2f", s.NLayer, s.NEmbd, o.Active)},
