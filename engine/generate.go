@@ -48,6 +48,10 @@ type Options struct {
 	// --grammar): only tokens that keep it a prefix of a match are drawn,
 	// and an end token only once it matches.
 	Grammar *grammar.Grammar
+	// AfterPrompt, if set, is called with the session once the prompt's
+	// pass is done, before the first token is picked (llama-cli's
+	// --prompt-cache saves the session there); an error ends Generate.
+	AfterPrompt func(*graph.Session) error
 }
 
 // Logit is one entry of a top-logits list.
@@ -165,6 +169,11 @@ func (m *Model) Generate(opt Options) (*Result, error) {
 	if opt.TopLogits > 0 {
 		res.TopLogits = topK(logits.Data, opt.TopLogits)
 	}
+	if opt.AfterPrompt != nil {
+		if err := opt.AfterPrompt(sess); err != nil {
+			return nil, err
+		}
+	}
 
 	// An empty prompt means the text starts with the first generated token,
 	// whose leading space SentencePiece drops; under a grammar, which read
@@ -253,6 +262,11 @@ loop:
 		}
 		last = rows.Row(0)
 		res.Timings.EvalRuns++
+	}
+	if len(ahead) > 0 {
+		// A draft the text did not get to leaves the cache, which then
+		// holds the text's tokens only (a kept session's next call).
+		sess.Truncate(sess.Pos() - len(ahead))
 	}
 	emit(stream.Flush())
 	res.Text = string(text)

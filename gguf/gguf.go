@@ -3,9 +3,11 @@
 package gguf
 
 import (
+	"crypto/sha256"
 	"fmt"
 	"math"
 	"reflect"
+	"sync"
 
 	"github.com/pinfer/pinfer/internal/hugepage"
 	"github.com/pinfer/pinfer/ops"
@@ -130,6 +132,8 @@ type File struct {
 	Tensors    []TensorInfo // file order
 
 	data    []byte
+	fpOnce  sync.Once
+	fp      [32]byte // Fingerprint's
 	unmap   func() error
 	kvIdx   map[string]int
 	tensIdx map[string]int
@@ -305,4 +309,36 @@ func (f *File) Int32s(key string) ([]int32, error) {
 		out[i] = int32(x)
 	}
 	return out, nil
+}
+
+// Size is the file's length in bytes.
+func (f *File) Size() int64 { return int64(len(f.data)) }
+
+// fingerprintSample is how many bytes of each end of a tensor's data
+// Fingerprint reads.
+const fingerprintSample = 256
+
+// Fingerprint names the file's contents without reading its weights
+// whole: the SHA-256 of its header, metadata and tensor table, and of the
+// first and last 256 bytes of each tensor's data (so that two checkpoints
+// of one shape, whose headers may be the same byte for byte, differ). A
+// saved session state carries it, to be restored only into this model.
+// Made on the first call.
+func (f *File) Fingerprint() [32]byte {
+	f.fpOnce.Do(func() { f.fp = f.fingerprint() })
+	return f.fp
+}
+
+func (f *File) fingerprint() [32]byte {
+	h := sha256.New()
+	h.Write(f.data[:min(f.DataOffset, uint64(len(f.data)))])
+	for i := range f.Tensors {
+		b := f.Data(&f.Tensors[i])
+		n := min(len(b), fingerprintSample)
+		h.Write(b[:n])
+		h.Write(b[len(b)-n:])
+	}
+	var sum [32]byte
+	h.Sum(sum[:0])
+	return sum
 }

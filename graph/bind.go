@@ -30,6 +30,8 @@ type Program struct {
 	Output int                 // index in Nodes of the logits
 	Vocab  int                 // width of the logits
 	Layers []*predictors.Layer // every FFN of the sparse nodes, in execution order
+
+	file *gguf.File // the model, which a saved state names (state.go)
 }
 
 // Node is one bound operator instance.
@@ -82,7 +84,7 @@ func Build(spec *Spec, f *gguf.File) (*Program, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Program{Spec: spec, Params: b.params}
+	p := &Program{Spec: spec, Params: b.params, file: f}
 	index := make([]int, len(flat)) // flat position -> execution position
 	for pos, fi := range order {
 		index[fi] = pos

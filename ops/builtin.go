@@ -162,6 +162,9 @@ func init() {
 		Shape:     attentionShape,
 		Run:       attention,
 		PosFloats: func(in []int, _ Attrs) int { return in[1] + in[2] },
+		NewState: func(r Row, in []int, a Attrs) PosState {
+			return newKVCache(r, a.Int("n_head_kv"), in[1], in[2])
+		},
 	})
 
 	for name, f := range map[string]func([]float32){"relu": ReLU, "silu": SiLU, "gelu": GELU, "softmax": Softmax} {
@@ -241,6 +244,8 @@ type kvCache struct {
 	k, v     []float32
 	k16, v16 []uint16
 	nctx     int
+	nkv      int // kv heads
+	hd, vd   int // a head's key and value widths
 }
 
 // newKVCache makes row r's cache: r.NCtx positions of kw keys and vw
@@ -248,11 +253,19 @@ type kvCache struct {
 // pages, faulted in now (hugepage.Slice); a longer one keeps 4 KB pages,
 // taken as the context fills: faulting in a 7B's 4.3 GB for 4096 positions
 // at once held up a run's start by 1.4-10 s.
-func newKVCache(r Row, kw, vw int) *kvCache {
+func newKVCache(r Row, nkv, kw, vw int) *kvCache {
 	if r.KV == F16 {
-		return &kvCache{k16: kvSlice[uint16](r.NCtx * kw), v16: kvSlice[uint16](r.NCtx * vw), nctx: r.NCtx}
+		return &kvCache{k16: kvSlice[uint16](r.NCtx * kw), v16: kvSlice[uint16](r.NCtx * vw), nctx: r.NCtx, nkv: nkv, hd: kw / nkv, vd: vw / nkv}
 	}
-	return &kvCache{k: kvSlice[float32](r.NCtx * kw), v: kvSlice[float32](r.NCtx * vw), nctx: r.NCtx}
+	return &kvCache{k: kvSlice[float32](r.NCtx * kw), v: kvSlice[float32](r.NCtx * vw), nctx: r.NCtx, nkv: nkv, hd: kw / nkv, vd: vw / nkv}
+}
+
+// Planes is the keys and the values, each kv head's positions one run.
+func (c *kvCache) Planes() []Plane {
+	return []Plane{
+		{F32: c.k, F16: c.k16, Runs: c.nkv, Width: c.hd, NCtx: c.nctx},
+		{F32: c.v, F16: c.v16, Runs: c.nkv, Width: c.vd, NCtx: c.nctx},
+	}
 }
 
 // kvHugeMax: a 7B's f32 cache of 512 positions (one side of one layer).
@@ -315,7 +328,7 @@ func attention(c *Ctx) error {
 		}
 		kv, _ := (*r.State).(*kvCache)
 		if kv == nil {
-			kv = newKVCache(r, k.Cols, v.Cols)
+			kv = newKVCache(r, nkv, k.Cols, v.Cols)
 			*r.State = kv
 		}
 		kv.store(r.Pos, nkv, k.Row(t), v.Row(t))

@@ -109,6 +109,24 @@ type Row struct {
 	State *any  // kept across calls for this node and sequence (the KV cache)
 }
 
+// PosState is a Row.State made of values kept per position (attention's
+// KV cache), which a saved session writes and reads back position by
+// position (graph/state.go): one code path for every such state.
+type PosState interface {
+	// Planes lists its arrays, in a fixed order.
+	Planes() []Plane
+}
+
+// Plane is one array of a PosState: Runs runs of NCtx rows of Width values,
+// row p of run g at (g·NCtx+p)·Width, held in F32 or in F16 (the other
+// nil). The rows of positions 0..n-1 of each run are a sequence of n
+// positions' state.
+type Plane struct {
+	F32               []float32
+	F16               []uint16
+	Runs, Width, NCtx int
+}
+
 // Op is one registered operator: its signature, shape rule and kernel.
 type Op struct {
 	Name    string
@@ -128,6 +146,11 @@ type Op struct {
 	// for each position of its context (attention's k and v rows), from
 	// the input widths: enough to size a context before any is made.
 	PosFloats func(in []int, a Attrs) int
+	// NewState, for an op that keeps Row.State, makes an empty one for a
+	// sequence of r.NCtx positions of r.KV at the input widths in: what a
+	// session restored from a file (graph.Session.LoadState) fills before
+	// the op first runs, and finds again in Row.State then.
+	NewState func(r Row, in []int, a Attrs) PosState
 	// LastRows ops may be asked to compute only some rows (Ctx.OutRows): the
 	// output projection needs only each sequence's last row in decode.
 	LastRows bool

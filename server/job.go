@@ -32,6 +32,9 @@ type job struct {
 	// embed, when set, makes this an embedding request (embed.go): the
 	// scheduler runs it without a slot.
 	embed *embedWork
+	// slotOp, when set, makes this a slot action (slots.go), run by the
+	// scheduler once its slot is free.
+	slotOp *slotWork
 
 	mu      sync.Mutex
 	pieces  []string

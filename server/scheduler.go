@@ -87,9 +87,20 @@ func (s *Server) busySlots() []*slot {
 // no slot (runEmbed): it runs when it reaches the head of the queue, even
 // with every slot busy, between two decode steps.
 func (s *Server) admit() {
+	// Slot actions whose slot was busy go first, now that it may be free.
+	waiting := s.deferred[:0]
+	for _, j := range s.deferred {
+		if j.ctx.Err() != nil {
+			j.end(finishCancelled, j.ctx.Err(), 0, timings{})
+		} else if !s.runSlotAction(j) {
+			waiting = append(waiting, j)
+		}
+	}
+	clear(s.deferred[len(waiting):])
+	s.deferred = waiting
 	for {
 		free := s.freeSlot(nil) != nil
-		j := s.queue.popIf(func(j *job) bool { return free || j.embed != nil })
+		j := s.queue.popIf(func(j *job) bool { return free || j.embed != nil || j.slotOp != nil })
 		if j == nil {
 			return
 		}
@@ -99,6 +110,12 @@ func (s *Server) admit() {
 		}
 		if j.embed != nil {
 			s.runEmbed(j)
+			continue
+		}
+		if j.slotOp != nil {
+			if !s.runSlotAction(j) {
+				s.deferred = append(s.deferred, j) // its slot is generating
+			}
 			continue
 		}
 		s.prefill(s.freeSlot(j), j)

@@ -8,6 +8,7 @@ import (
 	"crypto/subtle"
 	"fmt"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -35,6 +36,10 @@ type Config struct {
 	// context go on, as llama-server's --context-shift: the prompt's
 	// first n_keep tokens stay and the older half of the rest is dropped.
 	ContextShift bool
+	// SlotSavePath, when set, is the directory of the slot files that
+	// POST /slots/{id}?action=save|restore writes and reads (llama-server's
+	// --slot-save-path); without it those actions get a 501.
+	SlotSavePath string
 	// Prepare, if set, configures the scheduler's runner once (a sparse
 	// predictor, say) before any request runs.
 	Prepare func(*graph.Runner) error
@@ -60,6 +65,8 @@ type Server struct {
 	// embedRunner runs them: the scheduler's runner, or one of the host
 	// program when the model's runs on a device (Model.HiddenProgram).
 	embedRunner *graph.Runner
+	// deferred holds the slot actions waiting for their slot to be free.
+	deferred []*job
 	// requests counts the requests admitted: the scheduler's clock for
 	// which slot was used last.
 	requests int
@@ -103,6 +110,12 @@ func New(m *engine.Model, cfg Config) (*Server, error) {
 	if err := m.CheckContext(nctx, cfg.Slots); err != nil {
 		return nil, err
 	}
+	if cfg.SlotSavePath != "" {
+		// As llama-server, which makes the directory at start.
+		if err := os.MkdirAll(cfg.SlotSavePath, 0o755); err != nil {
+			return nil, fmt.Errorf("--slot-save-path: %v", err)
+		}
+	}
 	chat, err := NewChat(m, cfg.ChatTemplate)
 	if err != nil && cfg.ChatTemplate != "" {
 		return nil, fmt.Errorf("--chat-template-file: %v", err)
@@ -145,6 +158,7 @@ func (s *Server) routes() {
 	s.handle("POST", "/detokenize", s.auth(s.detokenize))
 	s.handle("GET", "/metrics", s.auth(s.serveMetrics))
 	s.handle("GET", "/props", s.auth(s.props))
+	s.handle("POST", "/slots/{id}", s.auth(s.slotAction)) // slots.go
 	s.handle("POST", "/apply-template", s.auth(s.applyTemplate))
 	s.handle("POST", "/completion", s.nativeAuth(s.nativeCompletion))     // native.go: llama-server's own
 	s.handle("POST", "/completions", s.nativeAuth(s.nativeCompletion))    // and its alias

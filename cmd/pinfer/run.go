@@ -144,6 +144,7 @@ func runCmd() *cobra.Command {
 	var gf grammarFlags
 	var shift bool
 	var keep, lookup int
+	var pc promptCache
 	sp := sample.Defaults()
 	c := &cobra.Command{
 		Use:   "run",
@@ -200,6 +201,9 @@ func runCmd() *cobra.Command {
 			case !cnv && (system != "" || templateFile != ""):
 				return errors.New("--system-prompt and --chat-template-file are for --conversation (-cnv)")
 			}
+			if err := pc.check(cmd, cnv); err != nil {
+				return err
+			}
 			if lookup < 0 {
 				return fmt.Errorf("--lookup %d: want a count of tokens to draft, or 0 for none", lookup)
 			}
@@ -239,6 +243,24 @@ func runCmd() *cobra.Command {
 			if cnv {
 				return runConversation(m, opt, template, system, prompt, os.Stdin, os.Stdout)
 			}
+			if pc.path != "" {
+				ctx := m.Context(nctx)
+				if err := m.CheckContext(ctx, 1); err != nil {
+					return err
+				}
+				pool := ops.NewPool(mf.threads)
+				defer pool.Close()
+				opt.Session = m.NewSession(ctx, pool)
+				if err := pc.load(opt.Session); err != nil {
+					return err
+				}
+				if given == 0 && len(pc.loaded) > 0 {
+					// No prompt: the saved tokens are it, as llama-cli's.
+					ids = pc.loaded
+					opt.PromptIDs = ids
+				}
+				opt.AfterPrompt = pc.afterPrompt
+			}
 			if !asJSON && ids != nil {
 				prompt = m.Tok.Decode(ids)
 			}
@@ -259,13 +281,28 @@ func runCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if pc.path != "" {
+				if err := pc.afterText(opt.Session); err != nil {
+					return err
+				}
+				pc.report.Reused = res.Timings.CacheN
+			}
 			if asJSON {
 				enc := json.NewEncoder(os.Stdout)
 				enc.SetIndent("", "  ")
+				if pc.path != "" {
+					return enc.Encode(struct {
+						*engine.Result
+						PromptCache *promptCacheReport `json:"prompt_cache"`
+					}{res, &pc.report})
+				}
 				return enc.Encode(res)
 			}
 			fmt.Fprint(os.Stderr, "\n")
 			printTimings(res.Timings, res.Seed)
+			if pc.path != "" {
+				fmt.Fprintln(os.Stderr, pc.summary(len(res.PromptTokens)))
+			}
 			if lookup > 0 {
 				fmt.Fprintf(os.Stderr, "lookup      = %d drafted, %d accepted (%.1f%%): %d tokens in %d passes\n",
 					res.Drafted, res.Accepted, 100*float64(res.Accepted)/float64(max(1, res.Drafted)), res.Timings.EvalN, res.Timings.EvalRuns)
@@ -276,6 +313,7 @@ func runCmd() *cobra.Command {
 	mf.add(c)
 	g.add(c)
 	gf.add(c)
+	pc.add(c)
 	fl := c.Flags()
 	fl.StringVarP(&prompt, "prompt", "p", "", "prompt text")
 	fl.StringVarP(&file, "file", "f", "", "read the prompt from a file")
