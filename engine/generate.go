@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -44,6 +45,12 @@ type Options struct {
 	// is the same as without it; for greedy decoding (llama.cpp's
 	// llama-lookup). 0: off.
 	Lookup int
+	// Draft, if set, is a draft model (llama.cpp's -md, speculative
+	// decoding): each pass also runs up to DraftMax tokens (0:
+	// DefaultDraftMax) it decodes greedily ahead, checked as Lookup's are,
+	// so the text is again the same as without it.
+	Draft    *Draft
+	DraftMax int
 	// Grammar, if set, constrains the generated text (llama.cpp's
 	// --grammar): only tokens that keep it a prefix of a match are drawn,
 	// and an end token only once it matches.
@@ -90,8 +97,8 @@ type Result struct {
 	TopLogits    []Logit `json:"top_logits,omitempty"`
 	StopReason   string  `json:"stop_reason"`
 	Shifts       int     `json:"context_shifts,omitempty"` // times the context was shifted
-	// Drafted and Accepted count Lookup's drafted tokens and those the
-	// sampler picked.
+	// Drafted and Accepted count the tokens Lookup or Draft drafted and
+	// those the sampler picked.
 	Drafted    int          `json:"drafted,omitempty"`
 	Accepted   int          `json:"accepted,omitempty"`
 	Seed       uint64       `json:"seed"` // the sampler's, to run a draw again
@@ -198,7 +205,11 @@ func (m *Model) Generate(opt Options) (*Result, error) {
 	// got right, doubled back up to Lookup while drafts are right. A pass
 	// of nine tokens costs 2.9x one on the 7B q4_0 file dense, 4.1x sparse
 	// (2 threads), so long drafts pay only when they are mostly right.
-	k, drafted := opt.Lookup, 0
+	maxDraft, propose, err := drafter(opt, res, sess)
+	if err != nil {
+		return nil, err
+	}
+	k, drafted := maxDraft, 0
 loop:
 	for n := 0; opt.N < 0 || n < opt.N; n++ {
 		id, err := smp.Pick(last)
@@ -221,7 +232,7 @@ loop:
 				ahead = ahead[1:]
 				last = rows.Row(rows.Rows - len(ahead) - 1)
 				if len(ahead) == 0 {
-					k = min(opt.Lookup, 2*k)
+					k = min(maxDraft, 2*k)
 				}
 				continue
 			}
@@ -245,12 +256,14 @@ loop:
 				res.StopReason = "context" // the kept tokens fill it: stop as without a shift
 				break loop
 			}
-		case opt.Lookup > 0:
+		case maxDraft > 0:
 			room := nctx - sess.Pos() - 1
 			if opt.N >= 0 {
 				room = min(room, opt.N-n-2) // the last token needs no pass
 			}
-			ahead = draft(res.PromptTokens, res.Tokens, min(k, room))
+			if ahead, err = propose(id, min(k, room)); err != nil {
+				return nil, err
+			}
 			drafted = len(ahead)
 			res.Drafted += drafted
 			rows, err = sess.Forward(append([]int{id}, ahead...), len(ahead) > 0)
@@ -277,6 +290,23 @@ loop:
 	res.Timings.Fill()
 	res.Stats = m.sparseStats(sess.Runner(), opt.Predictor)
 	return res, nil
+}
+
+// drafter is what proposes the tokens a pass checks after the one picked:
+// prompt lookup (Options.Lookup) or a draft model (Options.Draft), and the
+// most a draft may hold; 0 and nil for neither.
+func drafter(opt Options, res *Result, sess *graph.Session) (int, func(id, k int) ([]int, error), error) {
+	switch {
+	case opt.Lookup > 0 && opt.Draft != nil:
+		return 0, nil, errors.New("prompt lookup and a draft model each draft the tokens: use one of them")
+	case opt.Lookup > 0:
+		return opt.Lookup, func(_, k int) ([]int, error) { return draft(res.PromptTokens, res.Tokens, k), nil }, nil
+	case opt.Draft != nil:
+		return cmp.Or(opt.DraftMax, DefaultDraftMax), func(id, k int) ([]int, error) {
+			return opt.Draft.propose(append(slices.Clone(sess.Tokens()), id), k)
+		}, nil
+	}
+	return 0, nil, nil
 }
 
 // draft looks for the text's last lookupNgram tokens earlier in it, then

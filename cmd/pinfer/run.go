@@ -144,6 +144,7 @@ func runCmd() *cobra.Command {
 	var gf grammarFlags
 	var shift bool
 	var keep, lookup int
+	var df draftFlags
 	var pc promptCache
 	sp := sample.Defaults()
 	c := &cobra.Command{
@@ -207,6 +208,9 @@ func runCmd() *cobra.Command {
 			if lookup < 0 {
 				return fmt.Errorf("--lookup %d: want a count of tokens to draft, or 0 for none", lookup)
 			}
+			if err := df.check(lookup); err != nil {
+				return err
+			}
 			if keep < -1 {
 				return fmt.Errorf("--keep %d: want a count of prompt tokens, or -1 for all of them", keep)
 			}
@@ -240,6 +244,15 @@ func runCmd() *cobra.Command {
 			}
 			defer release()
 			opt := engine.Options{Prompt: prompt, N: n, Ctx: nctx, Threads: mf.threads, Sample: sp, TopLogits: topLogits, Predictor: pred, PromptIDs: ids, Grammar: gram, ContextShift: shift && n != -2, Keep: keep, Lookup: lookup}
+			if df.path != "" {
+				pool := ops.NewPool(mf.threads)
+				defer pool.Close()
+				closeDraft, err := df.attach(m, &opt, pool, mf.noRepack)
+				if err != nil {
+					return err
+				}
+				defer closeDraft()
+			}
 			if cnv {
 				return runConversation(m, opt, template, system, prompt, os.Stdin, os.Stdout)
 			}
@@ -248,8 +261,11 @@ func runCmd() *cobra.Command {
 				if err := m.CheckContext(ctx, 1); err != nil {
 					return err
 				}
-				pool := ops.NewPool(mf.threads)
-				defer pool.Close()
+				pool := opt.Pool
+				if pool == nil {
+					pool = ops.NewPool(mf.threads)
+					defer pool.Close()
+				}
 				opt.Session = m.NewSession(ctx, pool)
 				if err := pc.load(opt.Session); err != nil {
 					return err
@@ -303,8 +319,8 @@ func runCmd() *cobra.Command {
 			if pc.path != "" {
 				fmt.Fprintln(os.Stderr, pc.summary(len(res.PromptTokens)))
 			}
-			if lookup > 0 {
-				fmt.Fprintf(os.Stderr, "lookup      = %d drafted, %d accepted (%.1f%%): %d tokens in %d passes\n",
+			if lookup > 0 || df.path != "" {
+				fmt.Fprintf(os.Stderr, "%-11s = %d drafted, %d accepted (%.1f%%): %d tokens in %d passes\n", map[bool]string{true: "lookup", false: "draft"}[lookup > 0],
 					res.Drafted, res.Accepted, 100*float64(res.Accepted)/float64(max(1, res.Drafted)), res.Timings.EvalN, res.Timings.EvalRuns)
 			}
 			return nil
@@ -314,6 +330,7 @@ func runCmd() *cobra.Command {
 	g.add(c)
 	gf.add(c)
 	pc.add(c)
+	df.add(c)
 	fl := c.Flags()
 	fl.StringVarP(&prompt, "prompt", "p", "", "prompt text")
 	fl.StringVarP(&file, "file", "f", "", "read the prompt from a file")

@@ -127,7 +127,7 @@ func serveCmd() *cobra.Command {
 // pflag cannot declare them, so they are rewritten to pinfer's names.
 var llamaFlags = map[string]map[string]string{
 	"serve": {"-np": "--parallel", "-ctk": "--kv-type"},
-	"run":   {"-ctk": "--kv-type", "-cnv": "--conversation", "-sys": "--system-prompt"},
+	"run":   {"-ctk": "--kv-type", "-cnv": "--conversation", "-sys": "--system-prompt", "-md": "--model-draft", "--draft": "--draft-max", "--draft-n": "--draft-max"},
 	"bench": {"-ctk": "--kv-type"},
 }
 
