@@ -35,6 +35,9 @@ type job struct {
 	// slotOp, when set, makes this a slot action (slots.go), run by the
 	// scheduler once its slot is free.
 	slotOp *slotWork
+	// pin is the slot a request asked for (llama-server's id_slot), which
+	// it waits for; -1: any.
+	pin int
 
 	mu      sync.Mutex
 	pieces  []string
@@ -42,13 +45,21 @@ type job struct {
 	finish  string
 	err     error
 	tokens  int // generated, EOS excluded
+	slot    int // the slot that runs it (id_slot in answers); -1 before
 	timings timings
 	notify  chan struct{}   // one pending wake-up for the handler
 	stopped <-chan struct{} // closed when the scheduler has exited
 }
 
 func newJob(ctx context.Context, prompt []int, first bool, g genParams) *job {
-	return &job{ctx: ctx, prompt: prompt, firstPiece: first, params: g, notify: make(chan struct{}, 1)}
+	return &job{ctx: ctx, prompt: prompt, firstPiece: first, params: g, pin: -1, slot: -1, notify: make(chan struct{}, 1)}
+}
+
+// slotID is the slot that runs the job, once the scheduler gave it one.
+func (j *job) slotID() int {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.slot
 }
 
 func (j *job) wake() {

@@ -383,7 +383,7 @@ type nativeOptions struct {
 	nPredict int // as asked (or the server's default), before the context check
 	nProbs   int
 	samplers []string
-	slot     int    // id_slot asked for; -1: any
+	slot     int    // id_slot asked for, which the job waits for; -1: any
 	grammar  string // the GBNF the text is held to (a schema's, converted), or ""
 }
 
@@ -432,6 +432,7 @@ func (s *Server) nativeCompletion(w http.ResponseWriter, r *http.Request) {
 	}
 	j := newJob(nil, ids, first, g)
 	j.promptText = s.model.Tok.Decode(ids)
+	j.pin = opt.slot
 	s.nativeRun(w, r, j, &req, opt)
 }
 
@@ -501,7 +502,6 @@ func (s *Server) nativeRun(w http.ResponseWriter, r *http.Request, j *job, req *
 	}
 	defer end()
 	stream := req.Stream
-	slot := s.nativeSlot(opt)
 	var send func(v any) bool
 	started := false
 	if stream {
@@ -531,7 +531,7 @@ func (s *Server) nativeRun(w http.ResponseWriter, r *http.Request, j *job, req *
 		var lps [][]tokenLogprob
 		pieces, lps, fin = j.takeLogprobs()
 		for i, p := range pieces {
-			ev := nativeEvent{Content: p, Tokens: []int{}, IDSlot: slot, TokensEvaluated: len(j.prompt)}
+			ev := nativeEvent{Content: p, Tokens: []int{}, IDSlot: j.slotID(), TokensEvaluated: len(j.prompt)}
 			for _, t := range lps[i] {
 				ev.Tokens = append(ev.Tokens, t.id)
 				if !s.model.Tok.EndsText(t.id) {
@@ -568,7 +568,7 @@ func (s *Server) nativeRun(w http.ResponseWriter, r *http.Request, j *job, req *
 		}
 		return
 	}
-	out := nativeFinal{Content: text.String(), Tokens: []int{}, IDSlot: slot, Stop: true, Model: s.cfg.ModelName,
+	out := nativeFinal{Content: text.String(), Tokens: []int{}, IDSlot: j.slotID(), Stop: true, Model: s.cfg.ModelName,
 		TokensPredicted: n, TokensEvaluated: len(j.prompt), GenerationSettings: s.nativeSettings(j, req, opt),
 		Prompt: s.renderPrompt(j.prompt), TokensCached: t.CacheN, Timings: &t}
 	if req.ReturnTokens && !stream {
@@ -594,17 +594,6 @@ func (s *Server) nativeRun(w http.ResponseWriter, r *http.Request, j *job, req *
 		return
 	}
 	writeJSON(w, http.StatusOK, out)
-}
-
-// nativeSlot is the id_slot an answer reports: the one asked for, or with
-// a single slot that one. Which of several slots the scheduler chose is
-// not known here (-1): it picks by what their caches share with the
-// prompt, and id_slot does not pin a request to one.
-func (s *Server) nativeSlot(opt nativeOptions) int {
-	if len(s.slots) == 1 {
-		return 0
-	}
-	return opt.slot
 }
 
 func (s *Server) nativeProb(t tokenLogprob) nativeProb {

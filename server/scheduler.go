@@ -15,6 +15,7 @@ var errShutdown = errors.New("the server is shutting down")
 
 // slot is one sequence of the batch: a KV cache and the request using it.
 type slot struct {
+	id      int // its index, the id_slot of llama-server's API
 	sess    *graph.Session
 	job     *job
 	smp     *sample.Sampler
@@ -85,14 +86,16 @@ func (s *Server) busySlots() []*slot {
 
 // admit moves queued requests into free slots. An embedding request needs
 // no slot (runEmbed): it runs when it reaches the head of the queue, even
-// with every slot busy, between two decode steps.
+// with every slot busy, between two decode steps. A request for a slot
+// that is busy (a slot action, or id_slot) waits aside, as llama-server
+// defers it, and the queue goes on behind it.
 func (s *Server) admit() {
-	// Slot actions whose slot was busy go first, now that it may be free.
+	// Those waiting aside go first, now that their slot may be free.
 	waiting := s.deferred[:0]
 	for _, j := range s.deferred {
 		if j.ctx.Err() != nil {
 			j.end(finishCancelled, j.ctx.Err(), 0, timings{})
-		} else if !s.runSlotAction(j) {
+		} else if !s.start(j) {
 			waiting = append(waiting, j)
 		}
 	}
@@ -100,7 +103,7 @@ func (s *Server) admit() {
 	s.deferred = waiting
 	for {
 		free := s.freeSlot(nil) != nil
-		j := s.queue.popIf(func(j *job) bool { return free || j.embed != nil || j.slotOp != nil })
+		j := s.queue.popIf(func(j *job) bool { return free || j.embed != nil || j.slotOp != nil || j.pin >= 0 })
 		if j == nil {
 			return
 		}
@@ -112,14 +115,24 @@ func (s *Server) admit() {
 			s.runEmbed(j)
 			continue
 		}
-		if j.slotOp != nil {
-			if !s.runSlotAction(j) {
-				s.deferred = append(s.deferred, j) // its slot is generating
-			}
-			continue
+		if !s.start(j) {
+			s.deferred = append(s.deferred, j) // its slot is generating
 		}
-		s.prefill(s.freeSlot(j), j)
 	}
+}
+
+// start runs a slot action, or prefills a request in a free slot (its
+// pinned one, if any); false when that slot is busy.
+func (s *Server) start(j *job) bool {
+	if j.slotOp != nil {
+		return s.runSlotAction(j)
+	}
+	sl := s.freeSlot(j)
+	if sl == nil {
+		return false
+	}
+	s.prefill(sl, j)
+	return true
 }
 
 // freeSlot picks the free slot whose cache holds the most of j's prompt,
@@ -129,6 +142,12 @@ func (s *Server) admit() {
 // conversation's slot. llama-server picks by the same rules
 // (--slot-prompt-similarity 0.5).
 func (s *Server) freeSlot(j *job) *slot {
+	if j != nil && j.pin >= 0 {
+		if sl := s.slots[j.pin]; sl.job == nil {
+			return sl
+		}
+		return nil
+	}
 	var best *slot
 	bestN := -1
 	for _, sl := range s.slots {
@@ -150,6 +169,9 @@ func (s *Server) freeSlot(j *job) *slot {
 
 func (s *Server) prefill(sl *slot, j *job) {
 	sl.job, sl.n = j, 0
+	j.mu.Lock()
+	j.slot = sl.id
+	j.mu.Unlock()
 	sl.pend, sl.decoded, sl.sent = sl.pend[:0], 0, 0
 	s.requests++
 	sl.used = s.requests

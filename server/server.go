@@ -65,7 +65,8 @@ type Server struct {
 	// embedRunner runs them: the scheduler's runner, or one of the host
 	// program when the model's runs on a device (Model.HiddenProgram).
 	embedRunner *graph.Runner
-	// deferred holds the slot actions waiting for their slot to be free.
+	// deferred holds the requests waiting for their slot to be free: slot
+	// actions, and requests that asked for a slot (id_slot).
 	deferred []*job
 	// requests counts the requests admitted: the scheduler's clock for
 	// which slot was used last.
@@ -133,7 +134,7 @@ func New(m *engine.Model, cfg Config) (*Server, error) {
 		}
 	}
 	for range cfg.Slots {
-		s.slots = append(s.slots, &slot{sess: m.NewSession(nctx, s.pool)})
+		s.slots = append(s.slots, &slot{id: len(s.slots), sess: m.NewSession(nctx, s.pool)})
 	}
 	s.metrics.slotsTotal = len(s.slots)
 	s.routes()
