@@ -8,7 +8,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/pinfer/pinfer/graph"
+	"github.com/pinfer/pinfer/engine"
 )
 
 // Embeddings, as llama-server's (--embeddings) and ollama's give them: a
@@ -18,10 +18,11 @@ import (
 // last one, then normalized by its euclidean norm, as llama-server's
 // embd_normalize 2 (its default) does.
 
-// Pooling names the ways a sequence's hidden rows become one vector.
+// Pooling names the ways a sequence's hidden rows become one vector
+// (engine.Pool).
 const (
-	PoolingMean = "mean"
-	PoolingLast = "last"
+	PoolingMean = engine.PoolingMean
+	PoolingLast = engine.PoolingLast
 )
 
 // embedWork is an embedding request inside its job: the scheduler fills out.
@@ -52,67 +53,18 @@ func (s *Server) runEmbed(j *job) {
 	}
 	e, start, n := j.embed, time.Now(), 0
 	for _, ids := range e.inputs {
-		s.embedSess.Reset()
-		hid, err := s.embedRunner.Hidden([]*graph.Session{s.embedSess}, [][]int{ids})
+		v, err := s.model.Embed(s.embedRunner, s.embedSess, ids, e.pooling, e.norm)
 		if err != nil {
 			j.end(finishError, err, 0, timings{})
 			return
 		}
-		e.out = append(e.out, normalize(pool(hid.Rows, hid.Cols, hid.Data, e.pooling), e.norm))
+		e.out = append(e.out, v)
 		n += len(ids)
 	}
 	s.metrics.promptTokens.Add(int64(n))
 	t := timings{PromptN: n, PromptMs: msSince(start)}
 	t.Fill()
 	j.end(finishStop, nil, 0, t)
-}
-
-// pool makes one vector of a sequence's rows (rows × cols, row-major).
-func pool(rows, cols int, data []float32, how string) []float32 {
-	if how == PoolingLast {
-		return append([]float32(nil), data[(rows-1)*cols:rows*cols]...)
-	}
-	sum := make([]float64, cols)
-	for r := range rows {
-		for c, x := range data[r*cols : (r+1)*cols] {
-			sum[c] += float64(x)
-		}
-	}
-	out := make([]float32, cols)
-	for c, v := range sum {
-		out[c] = float32(v / float64(rows))
-	}
-	return out
-}
-
-// normalize scales v as llama.cpp's embd_normalize does: -1 leaves it,
-// 0 scales the largest magnitude to 32760, 1 divides by the sum of
-// magnitudes, 2 by the euclidean norm, p > 2 by the p-norm. A zero vector
-// stays zero.
-func normalize(v []float32, norm int) []float32 {
-	var d float64
-	switch {
-	case norm < 0:
-		return v
-	case norm == 0:
-		for _, x := range v {
-			d = math.Max(d, math.Abs(float64(x)))
-		}
-		d /= 32760
-	default:
-		p := float64(norm)
-		for _, x := range v {
-			d += math.Pow(math.Abs(float64(x)), p)
-		}
-		d = math.Pow(d, 1/p)
-	}
-	if d == 0 {
-		return v
-	}
-	for i, x := range v {
-		v[i] = float32(float64(x) / d)
-	}
-	return v
 }
 
 // embed queues the inputs as one job and waits for their vectors.

@@ -31,7 +31,7 @@ func main() {
 		return pprof.StartCPUProfile(f)
 	}
 	defer pprof.StopCPUProfile()
-	root.AddCommand(runCmd(), tokenizeCmd(), convertCmd(), perplexityCmd(), genCmd(), serveCmd(), placeCmd(), benchCmd(), profileCmd(), predictorCmd(), quantizeCmd(), showCmd())
+	root.AddCommand(runCmd(), tokenizeCmd(), convertCmd(), perplexityCmd(), genCmd(), serveCmd(), placeCmd(), benchCmd(), profileCmd(), predictorCmd(), quantizeCmd(), showCmd(), embedCmd())
 	rewriteLlamaFlags()
 	if err := root.Execute(); err != nil {
 		// One line, whatever went wrong.

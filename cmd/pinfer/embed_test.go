@@ -1,0 +1,122 @@
+package main
+
+import (
+	"encoding/json"
+	"math"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/pinfer/pinfer/engine"
+	"github.com/pinfer/pinfer/models"
+	"github.com/pinfer/pinfer/ops"
+)
+
+// hiddenMean is the mean of the built-in model's final-norm rows for text,
+// from graph.Session.Hidden (whose logits graph's tests pin to PyTorch's),
+// and the last row.
+func hiddenMean(t *testing.T, text string) (mean, last []float64) {
+	path, err := models.DefaultModelPath()
+	require.NoError(t, err)
+	m, err := engine.Load(path, "")
+	require.NoError(t, err)
+	defer m.Close()
+	pool := ops.NewPool(1)
+	defer pool.Close()
+	ids := m.Encode(text)
+	hid, err := m.NewSession(64, pool).Hidden(ids)
+	require.NoError(t, err)
+	mean = make([]float64, hid.Cols)
+	for r := range hid.Rows {
+		for c, x := range hid.Row(r) {
+			mean[c] += float64(x) / float64(hid.Rows)
+		}
+	}
+	for _, x := range hid.Row(hid.Rows - 1) {
+		last = append(last, float64(x))
+	}
+	return mean, last
+}
+
+func unitF(v []float64) []float64 {
+	var n float64
+	for _, x := range v {
+		n += x * x
+	}
+	out := make([]float64, len(v))
+	for i, x := range v {
+		out[i] = x / math.Sqrt(n)
+	}
+	return out
+}
+
+func TestEmbed(t *testing.T) {
+	texts := []string{"ROMEO: What say you?", "JULIET:", "Good night, good night!"}
+	out, stderr, code := pinfer(t, "embed", "-p", strings.Join(texts, "\n"), "--embd-output-format", "json+")
+	require.Zero(t, code, stderr)
+	var res struct {
+		Data []struct {
+			Index     int       `json:"index"`
+			Embedding []float64 `json:"embedding"`
+		} `json:"data"`
+		Cosine [][]float64 `json:"cosineSimilarity"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &res))
+	require.Len(t, res.Data, 3)
+	for i, text := range texts {
+		mean, _ := hiddenMean(t, text)
+		require.Equal(t, i, res.Data[i].Index)
+		require.InDeltaSlice(t, unitF(mean), res.Data[i].Embedding, 1e-5, text)
+	}
+	for i := range texts {
+		for j := range texts {
+			var dot float64
+			for k, x := range res.Data[i].Embedding {
+				dot += x * res.Data[j].Embedding[k]
+			}
+			require.InDelta(t, dot, res.Cosine[i][j], 1e-5)
+		}
+	}
+
+	// Last-token pooling, not normalized, as an array; a separator of
+	// llama.cpp's escapes.
+	out, stderr, code = pinfer(t, "embed", "-p", "JULIET:<#>ROMEO: What say you?", "--embd-separator", "<#>", "--pooling", "last", "--embd-normalize", "-1", "--embd-output-format", "array")
+	require.Zero(t, code, stderr)
+	var arr [][]float64
+	require.NoError(t, json.Unmarshal([]byte(out), &arr))
+	require.Len(t, arr, 2)
+	_, last := hiddenMean(t, "ROMEO: What say you?")
+	require.InDeltaSlice(t, last, arr[1], 1e-5)
+
+	// The text form: a line per vector, then the similarities.
+	out, stderr, code = pinfer(t, "embed", "-p", "JULIET:\nROMEO:")
+	require.Zero(t, code, stderr)
+	lines := strings.Split(out, "\n")
+	require.Len(t, lines, 7, out)
+	for i := range 2 {
+		f := strings.Fields(lines[i])
+		require.Equal(t, []string{"embedding", strconv.Itoa(i) + ":"}, f[:2])
+		require.Len(t, f, 2+256)
+		for _, x := range f[2:] {
+			require.Regexp(t, `^-?\d\.\d{6}$`, x)
+		}
+	}
+	require.Equal(t, []string{"", "cosine similarity matrix:"}, lines[2:4])
+	require.Regexp(t, `^ +1\.00 +\d\.\d\d$`, lines[4])
+	require.Regexp(t, `^ +\d\.\d\d +1\.00$`, lines[5])
+
+	for args, want := range map[string][]string{
+		"no text":      {"embed"},
+		"both":         {"embed", "-p", "a", "-f", "b"},
+		"pooling":      {"embed", "-p", "a", "--pooling", "cls"},
+		"format":       {"embed", "-p", "a", "--embd-output-format", "xml"},
+		"too long":     {"embed", "-p", strings.Repeat("ROMEO: ", 40), "-c", "16"},
+		"no such file": {"embed", "-f", "/nonexistent/x.txt"},
+	} {
+		_, stderr, code := pinfer(t, want...)
+		require.NotZero(t, code, args)
+		require.Equal(t, 1, strings.Count(strings.TrimSpace(stderr), "\n")+1, "%s: %s", args, stderr)
+	}
+}
