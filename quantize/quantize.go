@@ -203,6 +203,10 @@ func convertRows(w io.Writer, src []byte, t Tensor, threads int, release func([]
 	}
 	rows := len(src) / inRow
 	batch := max(1, chunk/outRow)
+	// More goroutines than a batch has rows would have nothing to do: a
+	// thread count past that (the user's NTHREADS may be any number) is
+	// cut to it rather than given a scratch row each.
+	threads = max(1, min(threads, batch, rows))
 	buf := make([]byte, min(batch, rows)*outRow)
 	scratch := make([][]float32, threads)
 	for r0 := 0; r0 < rows; r0 += batch {

@@ -115,9 +115,10 @@ func (s *stopField) UnmarshalJSON(b []byte) error {
 type logitBiasField []logitBias
 
 type logitBias struct {
-	id   int
-	text string // the token given as a text: resolved by the server's tokenizer
-	bias float64
+	id     int
+	text   string // the token given as a text: resolved by the server's tokenizer
+	isText bool   // text names the tokens (an empty one none), not id
+	bias   float64
 }
 
 func (l *logitBiasField) UnmarshalJSON(b []byte) error {
@@ -141,7 +142,7 @@ func (l *logitBiasField) UnmarshalJSON(b []byte) error {
 		if id, err := strconv.Atoi(k); err == nil {
 			return logitBias{id: id}
 		}
-		return logitBias{id: -1, text: k}
+		return logitBias{id: -1, text: k, isText: true}
 	}
 	var obj map[string]json.RawMessage
 	if json.Unmarshal(b, &obj) == nil {
@@ -175,7 +176,7 @@ func (l *logitBiasField) UnmarshalJSON(b []byte) error {
 		case json.Unmarshal(p[0], &id) == nil:
 			e.id = id
 		case json.Unmarshal(p[0], &text) == nil:
-			e = logitBias{id: -1, text: text}
+			e = logitBias{id: -1, text: text, isText: true}
 		default:
 			return bad
 		}

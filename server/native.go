@@ -317,8 +317,17 @@ func (s *Server) nativeParams(req *nativeRequest) (g genParams, n nativeOptions,
 	if f.TopK != nil && *f.TopK < 0 {
 		f.TopK = new(int)
 	}
+	// Nor does it cap the temperature at OpenAI's 2, which the OpenAI
+	// side refuses past.
+	var hot *float64
+	if f.Temperature != nil && *f.Temperature > 2 {
+		hot, f.Temperature = f.Temperature, nil
+	}
 	if g, e = s.sampling(&f); e != nil {
 		return g, n, e
+	}
+	if hot != nil {
+		g.sample.Temp = *hot
 	}
 	if np != nil {
 		switch {
@@ -525,12 +534,14 @@ func (s *Server) nativeRun(w http.ResponseWriter, r *http.Request, j *job, req *
 	var ids []int
 	var probs []nativeProb
 	predicted := 0
+	newLine := false // has_new_line: of the text generated, streamed or not
 	var fin string
 	for {
 		var pieces []string
 		var lps [][]tokenLogprob
 		pieces, lps, fin = j.takeLogprobs()
 		for i, p := range pieces {
+			newLine = newLine || strings.Contains(p, "\n")
 			ev := nativeEvent{Content: p, Tokens: []int{}, IDSlot: j.slotID(), TokensEvaluated: len(j.prompt)}
 			for _, t := range lps[i] {
 				ev.Tokens = append(ev.Tokens, t.id)
@@ -577,7 +588,7 @@ func (s *Server) nativeRun(w http.ResponseWriter, r *http.Request, j *job, req *
 	if !stream {
 		out.Probs = probs
 	}
-	out.HasNewLine = strings.Contains(out.Content, "\n")
+	out.HasNewLine = newLine
 	hit := *j.params.stops.hit
 	switch {
 	case fin == finishLength:

@@ -208,7 +208,8 @@ func (s *Server) logitBias(l logitBiasField) (map[int]float64, *apiError) {
 	out := make(map[int]float64, len(l))
 	for _, b := range l {
 		ids := []int{b.id}
-		if b.id < 0 && b.text != "" {
+		if b.isText {
+			// As llama-server: each token of the text (none for "").
 			ids = s.model.Tok.Encode(b.text, false)
 		}
 		for _, id := range ids {
