@@ -52,12 +52,20 @@ type samplingFields struct {
 	Tools      []json.RawMessage `json:"tools"`
 	Functions  []json.RawMessage `json:"functions"`
 	ToolChoice json.RawMessage   `json:"tool_choice"`
+	// Tools, ToolChoice and ParallelToolCalls are read by chat (tools.go),
+	// which takes them out before the check.
+	ParallelToolCalls *bool `json:"parallel_tool_calls"`
 
 	// Constrain the text (constraint.go): llama-server's grammar (GBNF)
 	// and json_schema, or OpenAI's response_format.
 	Grammar        *string         `json:"grammar"`
 	JSONSchema     json.RawMessage `json:"json_schema"`
 	ResponseFormat *responseFormat `json:"response_format"`
+
+	// llama-server's speculative decoding settings (speculative.go).
+	SpecNMax *int     `json:"speculative.n_max"`
+	SpecNMin *int     `json:"speculative.n_min"`
+	SpecPMin *float64 `json:"speculative.p_min"`
 }
 
 type streamOptions struct {
@@ -73,6 +81,9 @@ type chatMessage struct {
 	Role    string       `json:"role"`
 	Content contentField `json:"content"`
 	Name    string       `json:"name"`
+	// An assistant message's calls, and a tool message's answer to one (tools.go).
+	ToolCalls  json.RawMessage `json:"tool_calls"`
+	ToolCallID string          `json:"tool_call_id"`
 }
 
 type completionRequest struct {
@@ -309,7 +320,7 @@ type timings = engine.Timings
 
 type chatChoice struct {
 	Index        int      `json:"index"`
-	Message      *chatOut `json:"message,omitempty"`
+	Message      any      `json:"message,omitempty"` // *chatOut, or *toolMessage (tools.go)
 	Delta        *chatOut `json:"delta,omitempty"`
 	Text         *string  `json:"text,omitempty"`
 	Logprobs     any      `json:"logprobs"` // *legacyLogprobs, *chatLogprobs or null
@@ -317,8 +328,9 @@ type chatChoice struct {
 }
 
 type chatOut struct {
-	Role    string  `json:"role,omitempty"`
-	Content *string `json:"content,omitempty"`
+	Role      string     `json:"role,omitempty"`
+	Content   *string    `json:"content,omitempty"`
+	ToolCalls []toolCall `json:"tool_calls,omitempty"` // a stream's deltas (tools.go)
 }
 
 // completion is every response body and stream chunk of both endpoints;

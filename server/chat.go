@@ -21,6 +21,9 @@ type ChatMessage struct {
 	Role    string
 	Content string
 	Name    string
+	// An assistant message's tool calls; a tool message's call (tools.go).
+	ToolCalls  []ToolCall
+	ToolCallID string
 }
 
 // Chat turns conversations into prompts for one model.
@@ -57,20 +60,7 @@ func NewChat(m *engine.Model, template string) (*Chat, error) {
 
 // Prompt renders the conversation with add_generation_prompt set.
 func (c *Chat) Prompt(msgs []ChatMessage) (string, error) {
-	list := make([]any, len(msgs))
-	for i, m := range msgs {
-		e := map[string]any{"role": m.Role, "content": m.Content}
-		if m.Name != "" {
-			e["name"] = m.Name
-		}
-		list[i] = e
-	}
-	return c.tpl.Render(map[string]any{
-		"messages":              list,
-		"bos_token":             c.bos,
-		"eos_token":             c.eos,
-		"add_generation_prompt": true,
-	})
+	return c.PromptTools(msgs, nil)
 }
 
 // EncodeChat tokenizes a rendered chat prompt as llama.cpp's server does:

@@ -47,8 +47,8 @@ type buildError struct{ out string }
 func (e *buildError) Error() string { return "go build ./cmd/pinfer: " + e.out }
 
 // The Node tests (server/e2e) drive `pinfer serve` with the official openai
-// package (chat, streaming, completion, 8 concurrent streams, an abort) and
-// its ollama API with the official ollama package.
+// package (chat, streaming, completion, 8 concurrent streams, an abort, tool
+// calls) and its ollama API with the official ollama package.
 func TestE2EOpenAIClient(t *testing.T) {
 	for _, tool := range []string{"node", "npm"} {
 		if _, err := exec.LookPath(tool); err != nil {

@@ -25,15 +25,20 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		writeError(w, e)
 		return
 	}
+	tools := takeTools(&req.samplingFields)
 	g, e := s.sampling(&req.samplingFields)
 	if e == nil {
 		e = outputs(&g, &req.samplingFields, true)
+	}
+	var tp *toolPlan
+	if e == nil {
+		tp, e = s.toolSetup(&g, tools, &req.samplingFields, false)
 	}
 	if e != nil {
 		writeError(w, e)
 		return
 	}
-	prompt, e := s.renderChat(msgs)
+	prompt, e := s.toolPrompt(msgs, tp)
 	if e != nil {
 		writeError(w, e)
 		return
@@ -63,7 +68,11 @@ func chatMessages(in []chatMessage) ([]ChatMessage, *apiError) {
 		if !m.Content.isSet && role != "assistant" {
 			return nil, badRequest("messages", "invalid_value", "messages[%d].content is required", i)
 		}
-		out[i] = ChatMessage{Role: role, Content: m.Content.text, Name: m.Name}
+		calls, e := parseToolCalls(m.ToolCalls, i)
+		if e != nil {
+			return nil, e
+		}
+		out[i] = ChatMessage{Role: role, Content: m.Content.text, Name: m.Name, ToolCalls: calls, ToolCallID: m.ToolCallID}
 	}
 	return out, nil
 }
@@ -173,7 +182,9 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, f *samplingFie
 	_, fin := j.take()
 	out := text.String()
 	choice := chatChoice{FinishReason: &fin, Logprobs: lw.flush(true)}
-	if chat {
+	if chat && j.params.tools != nil {
+		choice.Message, fin = newToolParser(j.params.tools).message(out, fin)
+	} else if chat {
 		choice.Message = &chatOut{Role: "assistant", Content: &out}
 	} else {
 		choice.Text = &out

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"encoding/json"
 	"net/http"
 
 	"github.com/pinfer/pinfer/sample"
@@ -107,7 +108,10 @@ func (s *Server) props(w http.ResponseWriter, r *http.Request) {
 // request's messages render to, without generating.
 func (s *Server) applyTemplate(w http.ResponseWriter, r *http.Request) {
 	var req struct {
-		Messages []chatMessage `json:"messages"`
+		Messages          []chatMessage     `json:"messages"`
+		Tools             []json.RawMessage `json:"tools"`
+		ToolChoice        json.RawMessage   `json:"tool_choice"`
+		ParallelToolCalls *bool             `json:"parallel_tool_calls"`
 	}
 	if e := s.decodeBody(w, r, &req); e != nil {
 		writeError(w, e)
@@ -118,7 +122,13 @@ func (s *Server) applyTemplate(w http.ResponseWriter, r *http.Request) {
 		writeError(w, e)
 		return
 	}
-	prompt, e := s.renderChat(msgs)
+	// With tools, the prompt a chat request with them renders (tools.go).
+	tp, e := s.toolSetup(&genParams{}, toolRequest{req.Tools, req.ToolChoice, req.ParallelToolCalls}, nil, false)
+	if e != nil {
+		writeError(w, e)
+		return
+	}
+	prompt, e := s.toolPrompt(msgs, tp)
 	if e != nil {
 		writeError(w, e)
 		return

@@ -124,7 +124,8 @@ type ollamaMessage struct {
 	Role      string            `json:"role"`
 	Content   *string           `json:"content"`
 	Images    []json.RawMessage `json:"images"`
-	ToolCalls []json.RawMessage `json:"tool_calls"`
+	ToolCalls json.RawMessage   `json:"tool_calls"` // tools.go reads them
+	ToolName  string            `json:"tool_name"`  // a tool message's tool
 }
 
 // ollamaOptions are the Modelfile parameters a request may set. Those that
@@ -418,7 +419,7 @@ func (s *Server) ollamaGenerate(w http.ResponseWriter, r *http.Request) {
 			msgs = append(msgs, ChatMessage{Role: "system", Content: req.System})
 		}
 		msgs = append(msgs, ChatMessage{Role: "user", Content: req.Prompt})
-		if ids, e = s.ollamaChatIDs(msgs); e != nil {
+		if ids, e = s.ollamaChatIDs(msgs, nil); e != nil {
 			ollamaFail(w, e)
 			return
 		}
@@ -436,13 +437,13 @@ func (s *Server) ollamaChat(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if len(req.Tools) > 0 {
-		ollamaFail(w, badRequest("tools", "unsupported_value", "tools is not supported"))
-		return
-	}
 	g, numCtx, e := s.ollamaParams(req.Opts)
 	if e == nil {
 		g.grammar, e = ollamaFormat(req.Format)
+	}
+	var tp *toolPlan
+	if e == nil {
+		tp, e = s.ollamaTools(&g, req.Tools, req.Format)
 	}
 	if e != nil {
 		ollamaFail(w, e)
@@ -454,15 +455,11 @@ func (s *Server) ollamaChat(w http.ResponseWriter, r *http.Request) {
 	}
 	in := make([]chatMessage, len(req.Messages))
 	for i, m := range req.Messages {
-		switch {
-		case len(m.Images) > 0:
+		if len(m.Images) > 0 {
 			ollamaFail(w, badRequest("messages", "unsupported_value", "messages[%d].images are not supported: the model reads text only", i))
 			return
-		case len(m.ToolCalls) > 0:
-			ollamaFail(w, badRequest("messages", "unsupported_value", "messages[%d].tool_calls are not supported", i))
-			return
 		}
-		in[i] = chatMessage{Role: m.Role}
+		in[i] = chatMessage{Role: m.Role, ToolCalls: m.ToolCalls, Name: m.ToolName}
 		if m.Content != nil {
 			in[i].Content = contentField{text: *m.Content, isSet: true}
 		}
@@ -472,7 +469,7 @@ func (s *Server) ollamaChat(w http.ResponseWriter, r *http.Request) {
 		ollamaFail(w, e)
 		return
 	}
-	ids, e := s.ollamaChatIDs(msgs)
+	ids, e := s.ollamaChatIDs(msgs, tp)
 	if e != nil {
 		ollamaFail(w, e)
 		return
@@ -485,8 +482,8 @@ func (s *Server) ollamaChat(w http.ResponseWriter, r *http.Request) {
 }
 
 // ollamaChatIDs renders and tokenizes a conversation as chatCompletions does.
-func (s *Server) ollamaChatIDs(msgs []ChatMessage) ([]int, *apiError) {
-	prompt, e := s.renderChat(msgs)
+func (s *Server) ollamaChatIDs(msgs []ChatMessage, tp *toolPlan) ([]int, *apiError) {
+	prompt, e := s.toolPrompt(msgs, tp)
 	if e != nil {
 		return nil, e
 	}
@@ -542,8 +539,9 @@ type ollamaResponse struct {
 }
 
 type ollamaOut struct {
-	Role    string `json:"role"`
-	Content string `json:"content"`
+	Role      string           `json:"role"`
+	Content   string           `json:"content"`
+	ToolCalls []ollamaToolCall `json:"tool_calls,omitempty"` // tools.go
 }
 
 // ollamaStats are the last object's counts and durations, in nanoseconds.
@@ -595,15 +593,35 @@ func (s *Server) ollamaRun(w http.ResponseWriter, r *http.Request, j *job, model
 		enc.SetEscapeHTML(false)
 		send = func(v any) bool { return enc.Encode(v) == nil && rc.Flush() == nil }
 	}
+	// With tools, the text is parsed into content and tool_calls.
+	var tp *toolParser
+	if chat && j.params.tools != nil {
+		tp = newToolParser(j.params.tools)
+	}
+	sendParsed := func(ms []*ollamaOut) bool {
+		for _, m := range ms {
+			o := line("")
+			o.Message = m
+			if !send(o) {
+				return false
+			}
+		}
+		return true
+	}
 	var text strings.Builder
 	var fin string
 	for {
 		var pieces []string
 		pieces, fin = j.take()
 		for _, p := range pieces {
-			if !stream {
+			switch {
+			case !stream:
 				text.WriteString(p)
-			} else if !send(line(p)) {
+			case tp != nil:
+				if !sendParsed(tp.ollamaDeltas(p, false)) {
+					return
+				}
+			case !send(line(p)):
 				return // the client left
 			}
 		}
@@ -624,6 +642,13 @@ func (s *Server) ollamaRun(w http.ResponseWriter, r *http.Request, j *job, model
 		return
 	}
 	last := line(text.String())
+	if tp != nil && stream {
+		if !sendParsed(tp.ollamaDeltas("", true)) {
+			return
+		}
+	} else if tp != nil {
+		last.Message = tp.ollamaMessage(text.String())
+	}
 	last.Done, last.DoneReason = true, fin
 	last.ollamaStats = &ollamaStats{
 		TotalDuration:      time.Since(start).Nanoseconds(),
@@ -755,7 +780,7 @@ func (s *Server) ollamaShow(w http.ResponseWriter, r *http.Request) {
 		"template":     tpl,
 		"details":      s.ollamaDetails(),
 		"model_info":   info,
-		"capabilities": []string{"completion"},
+		"capabilities": []string{"completion", "tools"}, // tools: any template (tools.go)
 	}
 	if license, err := f.String("general.license"); err == nil {
 		out["license"] = license

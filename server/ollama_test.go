@@ -227,7 +227,7 @@ func TestOllamaBadInputs(t *testing.T) {
 		{"unknown tag", "/api/generate", `{"model":"` + ollamaModelName + `:7b","prompt":"a"}`, 404, "not found"},
 		{"format yaml", "/api/generate", `{` + m + `"prompt":"a","format":"yaml"}`, 400, `format must be "json" or a JSON schema, not "yaml"`},
 		{"format bad schema", "/api/chat", `{` + chat + `,"format":{"type":"frobnicate"}}`, 400, "format: json schema: "},
-		{"tools", "/api/chat", `{` + chat + `,"tools":[{"type":"function","function":{"name":"f"}}]}`, 400, "tools is not supported"},
+		{"tools", "/api/chat", `{` + chat + `,"tools":[{"type":"code_interpreter"}]}`, 400, `tools[0].type must be "function"`},
 		{"template", "/api/generate", `{` + m + `"prompt":"a","template":"{{ .Prompt }}"}`, 400, "template is not supported"},
 		{"context", "/api/generate", `{` + m + `"prompt":"a","context":[1,2,3]}`, 400, "context is not supported"},
 		{"images", "/api/generate", `{` + m + `"prompt":"a","images":["aGk="]}`, 400, "images are not supported"},
@@ -357,7 +357,7 @@ func TestOllamaModelEndpoints(t *testing.T) {
 	require.Equal(t, DefaultChatTemplate, out["template"])
 	require.Contains(t, out["parameters"], "num_ctx")
 	require.Contains(t, out["parameters"], "temperature")
-	require.Equal(t, []any{"completion"}, out["capabilities"])
+	require.Equal(t, []any{"completion", "tools"}, out["capabilities"])
 	require.Contains(t, out["modelfile"], "FROM ")
 	code, out = post(t, url+"/api/show", `{"name":"bard","verbose":true}`)
 	require.Equal(t, 200, code, out)

@@ -117,11 +117,7 @@ func TestUnsupportedResponseFieldsRefused(t *testing.T) {
 		{chat, `"echo":true`, "echo"},
 		{cmpl, `"top_logprobs":2`, "top_logprobs"},
 		{cmpl, `"suffix":"END"`, "suffix"},
-		{chat, `"tools":[{"type":"function","function":{"name":"f","parameters":{}}}]`, "tools"},
-		{chat, `"functions":[{"name":"f","parameters":{}}]`, "functions"},
-		{chat, `"tool_choice":"auto"`, "tool_choice"},
-		{chat, `"tool_choice":"required"`, "tool_choice"},
-		{chat, `"tool_choice":{"type":"function","function":{"name":"f"}}`, "tool_choice"},
+		{chat, `"functions":[{"name":"f","parameters":{}}]`, "functions"}, // tools, tool_choice: tools_test.go
 		{cmpl, `"n":2`, "n"},
 	}
 	for _, c := range refused {

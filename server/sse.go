@@ -46,12 +46,34 @@ func (s *Server) stream(w http.ResponseWriter, j *job, head completion, chat boo
 		return
 	}
 	lw := newLogprobWriter(s.model.Tok, j, chat)
+	// With tools, the text is parsed into content and tool_calls deltas.
+	var tp *toolParser
+	if chat && j.params.tools != nil {
+		tp = newToolParser(j.params.tools)
+	}
+	sendDeltas := func(ds []*chatOut) bool {
+		for _, d := range ds {
+			c := head
+			c.Choices = []chatChoice{{Delta: d, Logprobs: lw.flush(false)}}
+			if !send(c) {
+				return false
+			}
+		}
+		return true
+	}
 	var fin string
 	for {
 		var pieces []string
 		var lps [][]tokenLogprob
 		pieces, lps, fin = j.takeLogprobs()
 		for i, p := range pieces {
+			if tp != nil {
+				lw.add(p, lps[i])
+				if !sendDeltas(tp.deltas(p, false)) {
+					return
+				}
+				continue
+			}
 			c := chunk(&p, "", nil)
 			lw.add(p, lps[i])
 			c.Choices[0].Logprobs = lw.flush(false)
@@ -71,7 +93,14 @@ func (s *Server) stream(w http.ResponseWriter, j *job, head completion, chat boo
 		send(map[string]any{"error": failure(err)})
 		return
 	}
+	if tp != nil {
+		if !sendDeltas(tp.deltas("", true)) {
+			return
+		}
+		fin = toolFinish(fin, tp.sentCalls > 0)
+	}
 	last := chunk(nil, "", &fin)
+	last.Choices[0].Logprobs = lw.flush(false)
 	last.Timings = &t
 	if !send(last) {
 		return

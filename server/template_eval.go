@@ -59,6 +59,8 @@ func fromGo(v any, depth int) (any, error) {
 		return nil, fmt.Errorf("a value nests more than %d deep", maxTemplateDepth)
 	}
 	switch v := v.(type) {
+	case *dict: // built in order (tools.go): JSON the request sent
+		return v, nil
 	case map[string]any:
 		src := sortedDict(v)
 		d := newDict(len(src.keys))

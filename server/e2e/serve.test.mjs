@@ -275,6 +275,84 @@ test('ollama errors reach the client with their status', async () => {
   await assert.rejects(bad.chat({ model, messages: chatRequest.messages }), isError(401, 'unauthorized'));
   await assert.rejects(ollama.generate({ model: 'llama3.2', prompt: 'x' }), isError(404, 'not found'));
   await assert.rejects(ollama.generate({ model, prompt: 'x', format: 'yaml' }), isError(400, 'format'));
-  await assert.rejects(ollama.chat({ model, messages: chatRequest.messages, tools: [{ type: 'function', function: { name: 'f' } }] }),
-    isError(400, 'tools'));
+  await assert.rejects(ollama.chat({ model, messages: chatRequest.messages, tools: [{ type: 'retrieval', function: { name: 'f' } }] }),
+    isError(400, 'tools[0].type must be "function"'));
+});
+
+// Tool calling: both clients read the calls the server parses out of the
+// reply (held by a grammar to the tool's parameters schema).
+const weather = {
+  type: 'function',
+  function: {
+    name: 'get_weather',
+    description: 'Weather in a city.',
+    parameters: {
+      type: 'object',
+      properties: { city: { type: 'string', maxLength: 12 }, days: { type: 'integer', minimum: 1, maximum: 7 } },
+      required: ['city'],
+    },
+  },
+};
+
+// The arguments match the schema (checked by hand: no validator here).
+function checkWeatherArgs(args) {
+  assert.equal(typeof args, 'object');
+  assert.deepEqual(Object.keys(args).filter((k) => k !== 'city' && k !== 'days'), []);
+  assert.equal(typeof args.city, 'string');
+  assert.ok([...args.city].length <= 12, args.city);
+  if ('days' in args) assert.ok(Number.isInteger(args.days) && args.days >= 1 && args.days <= 7, String(args.days));
+}
+
+test('tool calls: the openai client reads tool_calls, whole and streamed', async () => {
+  const req = { model, messages: [{ role: 'user', content: 'Weather in Paris?' }], tools: [weather], tool_choice: 'required', max_tokens: 200, temperature: 0 };
+  const r = await client.chat.completions.create(req);
+  const c = r.choices[0];
+  assert.equal(c.finish_reason, 'tool_calls');
+  assert.equal(c.message.content, null);
+  assert.equal(c.message.tool_calls.length, 1);
+  const call = c.message.tool_calls[0];
+  assert.equal(call.type, 'function');
+  assert.match(call.id, /^[A-Za-z0-9]{9}$/);
+  assert.equal(call.function.name, 'get_weather');
+  checkWeatherArgs(JSON.parse(call.function.arguments));
+
+  // Streamed, the client's stream helper puts the deltas together.
+  const stream = client.chat.completions.stream({ ...req, stream: true });
+  let deltas = 0;
+  stream.on('chunk', (chunk) => { if (chunk.choices[0]?.delta?.tool_calls) deltas++; });
+  const final = await stream.finalChatCompletion();
+  const f = final.choices[0];
+  assert.ok(deltas > 2, `${deltas} tool_calls deltas`);
+  assert.equal(f.finish_reason, 'tool_calls');
+  assert.equal(f.message.tool_calls.length, 1);
+  assert.equal(f.message.tool_calls[0].type, 'function');
+  assert.match(f.message.tool_calls[0].id, /^[A-Za-z0-9]{9}$/);
+  assert.equal(f.message.tool_calls[0].function.name, 'get_weather');
+  assert.equal(f.message.tool_calls[0].function.arguments, call.function.arguments);
+
+  // The conversation goes on with the tool's answer, as an agent's does.
+  const next = await client.chat.completions.create({
+    ...req, tool_choice: 'none', max_tokens: 8,
+    messages: [...req.messages, c.message, { role: 'tool', tool_call_id: call.id, content: '18C, sunny' }],
+  });
+  assert.equal(typeof next.choices[0].message.content, 'string');
+  assert.equal(next.choices[0].message.tool_calls, undefined);
+});
+
+test('tool calls: the ollama client reads message.tool_calls', async () => {
+  // ollama has no tool_choice: of some seeds, the model calls the tool.
+  let called = 0;
+  for (let seed = 0; seed < 6; seed++) {
+    const r = await ollama.chat({
+      model, messages: [{ role: 'user', content: 'Tool! Tool! Tool! toll the bell, toll!' }], tools: [weather],
+      options: { seed, temperature: 1.5, num_predict: 120 },
+    });
+    if (!r.message.tool_calls) continue;
+    called++;
+    assert.equal(r.done_reason, 'stop');
+    assert.equal(r.message.tool_calls.length, 1);
+    assert.equal(r.message.tool_calls[0].function.name, 'get_weather');
+    checkWeatherArgs(r.message.tool_calls[0].function.arguments);
+  }
+  assert.ok(called > 0, 'no seed called the tool');
 });
