@@ -13,15 +13,14 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"time"
 
 	"github.com/pinfer/pinfer/gguf"
 	"github.com/pinfer/pinfer/internal/outpath"
+	bars "github.com/pinfer/pinfer/internal/progress"
 	"github.com/pinfer/pinfer/ops"
 	"github.com/pinfer/pinfer/quantize"
 	"github.com/pinfer/pinfer/safetensors"
 	"github.com/pinfer/pinfer/tokenizer"
-	"github.com/schollz/progressbar/v3"
 )
 
 // Options choose the output.
@@ -85,30 +84,13 @@ func Convert(hfDir, outPath string, opt Options) error {
 		}
 	}
 
-	var bar *progressbar.ProgressBar
 	var progress func(done, total int64)
 	if opt.Progress {
-		progress = func(done, total int64) {
-			if bar == nil {
-				bar = progressbar.NewOptions64(total,
-					progressbar.OptionSetWriter(os.Stderr),
-					progressbar.OptionSetDescription("writing "+filepath.Base(outPath)),
-					progressbar.OptionShowBytes(true),
-					progressbar.OptionShowCount(),
-					progressbar.OptionSetWidth(30),
-					progressbar.OptionThrottle(100*time.Millisecond),
-					progressbar.OptionOnCompletion(func() { fmt.Fprintln(os.Stderr) }))
-			}
-			bar.Set64(done)
-		}
+		var finish func()
+		progress, finish = bars.Writing(outPath)
+		defer finish()
 	}
-	if err := w.WriteFile(outPath, progress); err != nil {
-		return err
-	}
-	if bar != nil {
-		bar.Finish()
-	}
-	return nil
+	return w.WriteFile(outPath, progress)
 }
 
 // inputFiles are the files of a checkpoint directory that conversion may

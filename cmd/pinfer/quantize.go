@@ -2,15 +2,13 @@ package main
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/pinfer/pinfer/internal/hugepage"
+	"github.com/pinfer/pinfer/internal/progress"
 	"github.com/pinfer/pinfer/quantize"
-	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 )
 
@@ -46,27 +44,13 @@ goroutines (default: one per CPU) quantize the rows.`,
 					return fmt.Errorf("quantize: NTHREADS %q: want a number of threads", args[3])
 				}
 			}
-			var bar *progressbar.ProgressBar
-			opt.Progress = func(done, total int64) {
-				if bar == nil {
-					bar = progressbar.NewOptions64(total,
-						progressbar.OptionSetWriter(os.Stderr),
-						progressbar.OptionSetDescription("writing "+filepath.Base(out)),
-						progressbar.OptionShowBytes(true),
-						progressbar.OptionShowCount(),
-						progressbar.OptionSetWidth(30),
-						progressbar.OptionThrottle(100*time.Millisecond),
-						progressbar.OptionOnCompletion(func() { fmt.Fprintln(os.Stderr) }))
-				}
-				_ = bar.Set64(done)
-			}
+			var finish func()
+			opt.Progress, finish = progress.Writing(out)
 			start := time.Now()
 			plan, err := quantize.File(in, out, opt)
+			finish()
 			if err != nil {
 				return err
-			}
-			if bar != nil {
-				_ = bar.Finish()
 			}
 			// As gen's: out of the cache, the first run reads the file back
 			// in 2 MB pages (README).
