@@ -64,12 +64,13 @@ func compatible(m, d *Model) error {
 	return nil
 }
 
-// propose drafts up to k tokens to follow text, the tokens the model's
+// Propose drafts up to k tokens to follow text, the tokens the model's
 // cache holds and the one just picked: the draft model's greedy tokens,
 // while it is sure enough of them (PMin). The draft's cache keeps what it
 // ran; a rejected draft's tokens leave it on the next call, which reuses
-// the longest prefix it shares with the text then.
-func (d *Draft) propose(text []int, k int) ([]int, error) {
+// the longest prefix it shares with the text then. Generate and the
+// server's slots (one Draft each) draft with it.
+func (d *Draft) Propose(text []int, k int) ([]int, error) {
 	k = min(k, d.sess.NCtx()-len(text))
 	if k <= 0 {
 		return nil, nil
@@ -89,6 +90,28 @@ func (d *Draft) propose(text []int, k int) ([]int, error) {
 			return out, nil
 		}
 		run = []int{id}
+	}
+}
+
+// DraftLen is the adaptive length of the next draft, as Generate and the
+// server keep it: Max at first, halved down to what a draft got right when
+// it misses, doubled back up to Max while drafts are all right. A pass of
+// nine tokens costs 2.9x one on the 7B q4_0 file dense, 4.1x sparse (2
+// threads), so long drafts pay only when they are mostly right.
+type DraftLen struct{ Max, K int }
+
+// NewDraftLen starts at max tokens.
+func NewDraftLen(max int) DraftLen { return DraftLen{Max: max, K: max} }
+
+// Checked moves the length on after a draft of n tokens, of which the
+// model picked the first right (right == n: all of them).
+func (l *DraftLen) Checked(n, right int) {
+	switch {
+	case n == 0:
+	case right >= n:
+		l.K = min(l.Max, 2*l.K)
+	default:
+		l.K = max(1, min(l.K/2, right))
 	}
 }
 

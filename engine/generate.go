@@ -2,6 +2,7 @@ package engine
 
 import (
 	"cmp"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -87,6 +88,24 @@ type Timings struct {
 	// ends at an end-of-text token): the per-token figures divide by them,
 	// as llama.cpp's "eval time ... runs" does.
 	EvalRuns int `json:"predicted_runs"`
+	// DraftN and DraftNAccepted are llama-server's draft_n and
+	// draft_n_accepted: the tokens a draft model drafted for a server
+	// request and those of them the sampler picked. Both are written when
+	// it drafted, neither when not (MarshalJSON), as llama-server's.
+	DraftN         int `json:"draft_n,omitempty"`
+	DraftNAccepted int `json:"draft_n_accepted,omitempty"`
+}
+
+// MarshalJSON writes draft_n_accepted beside a draft_n, even when 0.
+func (t Timings) MarshalJSON() ([]byte, error) {
+	type plain Timings
+	if t.DraftN == 0 {
+		return json.Marshal(plain(t))
+	}
+	return json.Marshal(struct {
+		plain
+		DraftNAccepted int `json:"draft_n_accepted"`
+	}{plain(t), t.DraftNAccepted})
 }
 
 // Result of one generation.
@@ -201,15 +220,14 @@ func (m *Model) Generate(opt Options) (*Result, error) {
 	last := logits.Data
 	var ahead []int
 	var rows *ops.Tensor
-	// k is the next draft's length: halved down to what the last draft
-	// got right, doubled back up to Lookup while drafts are right. A pass
-	// of nine tokens costs 2.9x one on the 7B q4_0 file dense, 4.1x sparse
-	// (2 threads), so long drafts pay only when they are mostly right.
+	// dl is the next draft's length (DraftLen): halved down to what the
+	// last draft got right, doubled back up to the most while drafts are
+	// right.
 	maxDraft, propose, err := drafter(opt, res, sess)
 	if err != nil {
 		return nil, err
 	}
-	k, drafted := maxDraft, 0
+	dl, drafted := NewDraftLen(maxDraft), 0
 loop:
 	for n := 0; opt.N < 0 || n < opt.N; n++ {
 		id, err := smp.Pick(last)
@@ -232,12 +250,12 @@ loop:
 				ahead = ahead[1:]
 				last = rows.Row(rows.Rows - len(ahead) - 1)
 				if len(ahead) == 0 {
-					k = min(maxDraft, 2*k)
+					dl.Checked(drafted, drafted)
 				}
 				continue
 			}
 			// The rest of the draft leaves the cache.
-			k = max(1, min(k/2, drafted-len(ahead)))
+			dl.Checked(drafted, drafted-len(ahead))
 			sess.Truncate(sess.Pos() - len(ahead))
 			ahead = nil
 		}
@@ -261,7 +279,7 @@ loop:
 			if opt.N >= 0 {
 				room = min(room, opt.N-n-2) // the last token needs no pass
 			}
-			if ahead, err = propose(id, min(k, room)); err != nil {
+			if ahead, err = propose(id, min(dl.K, room)); err != nil {
 				return nil, err
 			}
 			drafted = len(ahead)
@@ -303,7 +321,7 @@ func drafter(opt Options, res *Result, sess *graph.Session) (int, func(id, k int
 		return opt.Lookup, func(_, k int) ([]int, error) { return draft(res.PromptTokens, res.Tokens, k), nil }, nil
 	case opt.Draft != nil:
 		return cmp.Or(opt.DraftMax, DefaultDraftMax), func(id, k int) ([]int, error) {
-			return opt.Draft.propose(append(slices.Clone(sess.Tokens()), id), k)
+			return opt.Draft.Propose(append(slices.Clone(sess.Tokens()), id), k)
 		}, nil
 	}
 	return 0, nil, nil

@@ -61,6 +61,11 @@ type samplingFields struct {
 	Grammar        *string         `json:"grammar"`
 	JSONSchema     json.RawMessage `json:"json_schema"`
 	ResponseFormat *responseFormat `json:"response_format"`
+
+	// llama-server's speculative decoding settings (speculative.go).
+	SpecNMax *int     `json:"speculative.n_max"`
+	SpecNMin *int     `json:"speculative.n_min"`
+	SpecPMin *float64 `json:"speculative.p_min"`
 }
 
 type streamOptions struct {

@@ -17,6 +17,9 @@ type metrics struct {
 	slotsTotal   int
 	steps        atomic.Int64 // batched decode steps
 	stepRows     atomic.Int64 // sequences decoded in them: rows/steps is the mean batch
+	// With a draft model: the tokens drafted and those the sampler picked.
+	drafted       atomic.Int64
+	draftAccepted atomic.Int64
 }
 
 // serveMetrics writes the Prometheus text exposition format (version 0.0.4).
@@ -30,6 +33,10 @@ func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request) {
 	put("tokens_predicted_total", "counter", "Tokens generated.", s.metrics.predicted.Load())
 	put("decode_steps_total", "counter", "Batched decode steps (one forward pass over all busy slots).", s.metrics.steps.Load())
 	put("decode_rows_total", "counter", "Sequences decoded in those steps; divided by the steps, the mean batch size.", s.metrics.stepRows.Load())
+	if s.cfg.Draft != nil {
+		put("draft_tokens_total", "counter", "Tokens the draft model drafted (-md) and the decode steps ran.", s.metrics.drafted.Load())
+		put("draft_tokens_accepted_total", "counter", "Drafted tokens the sampler then picked; divided by the drafted, the acceptance rate.", s.metrics.draftAccepted.Load())
+	}
 	put("slots_busy", "gauge", "Slots decoding a request now.", s.metrics.slotsBusy.Load())
 	put("slots_total", "gauge", "Slots (-np).", int64(s.metrics.slotsTotal))
 	put("queue_length", "gauge", "Requests waiting for a free slot.", int64(s.queue.len()))

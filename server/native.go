@@ -677,6 +677,7 @@ func (s *Server) nativeSettings(j *job, req *nativeRequest, opt nativeOptions) m
 		"n_predict": opt.nPredict, "max_tokens": opt.nPredict, "n_keep": j.params.keep, "stop": stops,
 		"ignore_eos": req.IgnoreEOS, "stream": req.Stream, "logit_bias": biases, "n_probs": opt.nProbs,
 		"grammar": opt.grammar, "samplers": opt.samplers, "cache_prompt": j.params.cache,
+		"speculative.n_max": j.params.spec.nmax, "speculative.n_min": j.params.spec.nmin, "speculative.p_min": j.params.spec.pmin,
 	}
 }
 

@@ -101,6 +101,7 @@ type genParams struct {
 
 	grammar *grammar.Grammar // the text must match it (constraint.go); nil: free
 	tools   *toolPlan        // the reply is parsed for tool calls (tools.go); nil: text
+	spec    specParams       // speculative decoding, with a draft model (speculative.go)
 
 	logprobs bool // report each token's log-probability (logprobs.go)
 	topN     int  // and the topN likeliest tokens at its position
@@ -196,6 +197,7 @@ func (s *Server) sampling(f *samplingFields) (genParams, *apiError) {
 			g.stops.words = append(g.stops.words, st)
 		}
 	}
+	g.spec = s.speculative(f)
 	return g, nil
 }
 

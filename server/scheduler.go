@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/pinfer/pinfer/engine"
 	"github.com/pinfer/pinfer/graph"
 	"github.com/pinfer/pinfer/ops"
 	"github.com/pinfer/pinfer/sample"
@@ -33,6 +34,15 @@ type slot struct {
 	lp            tokenLogprob
 	pend          []tokenLogprob
 	decoded, sent int
+
+	// With a draft model (speculative.go): its session, the adaptive
+	// length of the next draft, the draft that the step runs after next,
+	// and while the step takes its tokens, the drafted ones whose
+	// positions the cache holds past the text.
+	spec    *engine.Draft
+	dlen    engine.DraftLen
+	drafted []int
+	ahead   []int
 }
 
 // loop is the scheduler: the one goroutine that runs the model. Each turn it
@@ -189,6 +199,7 @@ func (s *Server) prefill(sl *slot, j *job) {
 	for _, id := range j.prompt {
 		sl.smp.Accept(id)
 	}
+	sl.dlen = engine.NewDraftLen(j.params.spec.nmax)
 	// A grammar read the first piece's space: the text keeps it (engine).
 	sl.stream = s.model.Tok.NewStream(j.firstPiece && j.params.grammar == nil)
 	sl.stop = stopper{stops: j.params.stops}
@@ -227,6 +238,9 @@ func (s *Server) prefill(sl *slot, j *job) {
 	if j.params.logprobs {
 		sl.lp = logprobOf(last, id, j.params.topN)
 	}
+	if !s.model.Tok.EndsText(id) {
+		sl.smp.Accept(id)
+	}
 	sl.started = time.Now() // eval times the passes after the prompt's, as run does
 	s.accept(sl, id)
 }
@@ -264,48 +278,73 @@ func (s *Server) promptLogprobs(j *job, logits *ops.Tensor) []tokenLogprob {
 }
 
 // step feeds every busy slot its last sampled token in one batch and
-// samples each slot's next token with its own sampler.
+// samples each slot's next token with its own sampler. A slot with a draft
+// model (speculative.go) also feeds the tokens it drafts after it, and
+// takes from its rows every token its sampler picks as drafted, and the
+// one after them.
 func (s *Server) step(busy []*slot) {
-	seqs := make([]*graph.Session, len(busy))
-	toks := make([][]int, len(busy))
-	for k, sl := range busy {
-		seqs[k], toks[k] = sl.sess, []int{sl.next}
+	live := busy[:0]
+	for _, sl := range busy {
+		d, err := s.propose(sl)
+		if err != nil {
+			s.release(sl, finishError, err)
+			continue
+		}
+		sl.drafted = d
+		live = append(live, sl)
 	}
-	logits, err := s.runner.Forward(seqs, toks, false)
+	if len(live) == 0 {
+		return
+	}
+	seqs := make([]*graph.Session, len(live))
+	toks := make([][]int, len(live))
+	all := false
+	for k, sl := range live {
+		seqs[k], toks[k] = sl.sess, append([]int{sl.next}, sl.drafted...)
+		all = all || len(sl.drafted) > 0
+	}
+	logits, err := s.runner.Forward(seqs, toks, all)
 	s.metrics.steps.Add(1)
-	s.metrics.stepRows.Add(int64(len(busy)))
+	s.metrics.stepRows.Add(int64(len(live)))
 	if err != nil {
-		for _, sl := range busy {
+		for _, sl := range live {
+			sl.drafted = nil
 			s.release(sl, finishError, err)
 		}
 		return
 	}
-	// Each slot samples with its own sampler from its own row, so the
+	// Each slot's rows: its tokens' with all, else its last one's.
+	rows := make([]int, len(live))
+	for k, r := 1, 0; k < len(live); k++ {
+		if all {
+			r += len(toks[k-1])
+		} else {
+			r++
+		}
+		rows[k] = r
+	}
+	// Each slot samples with its own sampler from its own rows, so the
 	// samplers (a sort over the vocabulary each, when temperature > 0) run
 	// on the workers side by side.
-	ids := make([]int, len(busy))
-	errs := make([]error, len(busy))
-	s.pool.Run(len(busy), func(lo, hi int) {
+	ids := make([][]int, len(live))
+	lps := make([][]tokenLogprob, len(live))
+	errs := make([]error, len(live))
+	s.pool.Run(len(live), func(lo, hi int) {
 		for k := lo; k < hi; k++ {
-			sl := busy[k]
-			ids[k], errs[k] = sl.smp.Pick(logits.Row(k))
-			if p := &sl.job.params; p.logprobs && errs[k] == nil {
-				sl.lp = logprobOf(logits.Row(k), ids[k], p.topN)
-			}
+			ids[k], lps[k], errs[k] = s.pick(live[k], logits, rows[k])
 		}
 	})
-	for k, sl := range busy {
-		if errs[k] != nil {
-			s.release(sl, finishError, errs[k])
-			continue
+	for k, sl := range live {
+		if len(ids[k]) > 0 {
+			sl.t.EvalRuns++
 		}
-		sl.t.EvalRuns++
-		s.accept(sl, ids[k])
+		s.take(sl, ids[k], lps[k], errs[k])
 	}
 }
 
 // accept takes a sampled token as pinfer run does: EOS ends the text, else
 // the token is streamed; max_tokens or a full context end it after that.
+// The sampler has taken it in already (pick).
 func (s *Server) accept(sl *slot, id int) {
 	j := sl.job
 	if s.model.Tok.EndsText(id) { // EOS, or a chat model's end of turn
@@ -315,7 +354,6 @@ func (s *Server) accept(sl *slot, id int) {
 	}
 	sl.n++
 	s.metrics.predicted.Add(1)
-	sl.smp.Accept(id)
 	piece := sl.stream.Add(id)
 	s.record(sl, piece)
 	if s.send(sl, piece) {
@@ -326,7 +364,8 @@ func (s *Server) accept(sl *slot, id int) {
 		s.end(sl, finishLength)
 		return
 	}
-	if sl.sess.Pos() >= sl.sess.NCtx() {
+	// The drafted positions past the text (speculative.go) are not its.
+	if sl.sess.Pos()-len(sl.ahead) >= sl.sess.NCtx() {
 		// Only a request that asked for more tokens than fit shifts: one
 		// that set none stops at a full context, as without the flag.
 		if !s.cfg.ContextShift || j.params.maxName == "" {
@@ -419,6 +458,10 @@ func (s *Server) release(sl *slot, reason string, err error) {
 		t.EvalMs = msSince(sl.started)
 	}
 	t.Fill()
+	// A draft's positions past the text leave the cache, which then holds
+	// the prompt and the text only (the next request's prompt cache).
+	s.dropAhead(sl)
+	sl.drafted = nil
 	sl.job.end(reason, err, sl.n, t)
 	sl.job, sl.started = nil, time.Time{}
 	s.metrics.slotsBusy.Add(-1)

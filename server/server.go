@@ -19,6 +19,7 @@ import (
 	"github.com/pinfer/pinfer/graph"
 	"github.com/pinfer/pinfer/models"
 	"github.com/pinfer/pinfer/ops"
+	"github.com/pinfer/pinfer/predictors"
 )
 
 // Config sets up a Server; zero fields take the defaults noted.
@@ -43,6 +44,19 @@ type Config struct {
 	// Prepare, if set, configures the scheduler's runner once (a sparse
 	// predictor, say) before any request runs.
 	Prepare func(*graph.Runner) error
+	// Draft, if set, is a draft model for speculative decoding
+	// (llama-server's -md, speculative.go): a smaller model of the same
+	// vocabulary (one of another is refused), of which each slot keeps a
+	// session of its context, run with DraftPredictor (nil: dense). A
+	// draft holds up to DraftMax tokens (--draft-max; 0:
+	// engine.DefaultDraftMax) while the draft model gives them at least
+	// DraftPMin (--draft-p-min, taken as it is: the flag's default is
+	// engine.DefaultDraftPMin); a request's speculative.n_max, n_min and
+	// p_min stand in for them.
+	Draft          *engine.Model
+	DraftPredictor predictors.Predictor
+	DraftMax       int
+	DraftPMin      float64
 }
 
 // Server is an http.Handler around one loaded model.
@@ -135,6 +149,10 @@ func New(m *engine.Model, cfg Config) (*Server, error) {
 	}
 	for range cfg.Slots {
 		s.slots = append(s.slots, &slot{id: len(s.slots), sess: m.NewSession(nctx, s.pool)})
+	}
+	if err := s.newDrafts(); err != nil {
+		s.pool.Close()
+		return nil, err
 	}
 	s.metrics.slotsTotal = len(s.slots)
 	s.routes()

@@ -8,6 +8,7 @@ import (
 
 	"github.com/pinfer/pinfer/engine"
 	"github.com/pinfer/pinfer/ops"
+	"github.com/pinfer/pinfer/predictors"
 )
 
 // draftFlags are llama.cpp's speculative decoding flags: -md, --draft-max
@@ -40,18 +41,11 @@ func (f *draftFlags) check(lookup int) error {
 }
 
 // attach loads the draft model and sets opt to draft with it, in sessions
-// of opt's context on pool (which opt then uses too). Its predictor is
-// the one its file carries, as run's default is.
+// of opt's context on pool (which opt then uses too).
 func (f *draftFlags) attach(m *engine.Model, opt *engine.Options, pool *ops.Pool, noRepack bool) (func(), error) {
-	ops.Repack = !noRepack
-	d, err := engine.Load(f.path, "")
+	d, pred, err := f.load(noRepack)
 	if err != nil {
-		return nil, fmt.Errorf("--model-draft: %w", err)
-	}
-	pred, err := d.Predictor("")
-	if err != nil {
-		d.Close()
-		return nil, fmt.Errorf("--model-draft: %w", err)
+		return nil, err
 	}
 	dr, err := m.NewDraft(d, m.Context(opt.Ctx), pool, pred, f.pmin)
 	if err != nil {
@@ -60,4 +54,20 @@ func (f *draftFlags) attach(m *engine.Model, opt *engine.Options, pool *ops.Pool
 	}
 	opt.Pool, opt.Draft, opt.DraftMax = pool, dr, f.max
 	return func() { d.Close() }, nil
+}
+
+// load loads the draft model with the predictor its file carries, as
+// run's default is; run and serve draft with it.
+func (f *draftFlags) load(noRepack bool) (*engine.Model, predictors.Predictor, error) {
+	ops.Repack = !noRepack
+	d, err := engine.Load(f.path, "")
+	if err != nil {
+		return nil, nil, fmt.Errorf("--model-draft: %w", err)
+	}
+	pred, err := d.Predictor("")
+	if err != nil {
+		d.Close()
+		return nil, nil, fmt.Errorf("--model-draft: %w", err)
+	}
+	return d, pred, nil
 }

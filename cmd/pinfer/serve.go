@@ -22,6 +22,7 @@ func serveCmd() *cobra.Command {
 	var mf modelFlags
 	var cfg server.Config
 	var g gpuFlags
+	var df draftFlags
 	var host string
 	var port int
 	var grace time.Duration
@@ -43,6 +44,9 @@ func serveCmd() *cobra.Command {
 			if grace < 0 {
 				return fmt.Errorf("--shutdown-timeout %v: want 0 or more", grace)
 			}
+			if err := df.check(0); err != nil {
+				return err
+			}
 			m, pred, err := mf.loadPredicted()
 			if err != nil {
 				return err
@@ -58,6 +62,14 @@ func serveCmd() *cobra.Command {
 			cfg.Prepare = func(r *graph.Runner) error { r.Predictor = pred; return nil }
 			if cfg.ChatTemplate, err = readTemplate(templateFile); err != nil {
 				return err
+			}
+			if df.path != "" {
+				d, dpred, err := df.load(mf.noRepack)
+				if err != nil {
+					return err
+				}
+				defer d.Close()
+				cfg.Draft, cfg.DraftPredictor, cfg.DraftMax, cfg.DraftPMin = d, dpred, df.max, df.pmin
 			}
 			srv, err := server.New(m, cfg)
 			if err != nil {
@@ -107,6 +119,7 @@ func serveCmd() *cobra.Command {
 	}
 	mf.add(c)
 	g.add(c)
+	df.add(c)
 	fl := c.Flags()
 	fl.StringVar(&host, "host", "127.0.0.1", "address to listen on")
 	fl.IntVar(&port, "port", 8080, "port to listen on (0: any free port, printed at start)")
@@ -126,7 +139,7 @@ func serveCmd() *cobra.Command {
 // llamaFlags are llama.cpp's multi-letter flags after one dash, by command:
 // pflag cannot declare them, so they are rewritten to pinfer's names.
 var llamaFlags = map[string]map[string]string{
-	"serve": {"-np": "--parallel", "-ctk": "--kv-type"},
+	"serve": {"-np": "--parallel", "-ctk": "--kv-type", "-md": "--model-draft", "--draft": "--draft-max", "--draft-n": "--draft-max"},
 	"run":   {"-ctk": "--kv-type", "-cnv": "--conversation", "-sys": "--system-prompt", "-md": "--model-draft", "--draft": "--draft-max", "--draft-n": "--draft-max"},
 	"bench": {"-ctk": "--kv-type"},
 }
