@@ -64,6 +64,22 @@ func compatible(m, d *Model) error {
 	return nil
 }
 
+// A Drafter proposes up to k tokens to follow text (the tokens the model's
+// cache holds and the one just picked), which the model then checks in one
+// pass: a draft model (Draft) or prompt lookup (Lookup). The server gives
+// each slot one.
+type Drafter interface {
+	Propose(text []int, k int) ([]int, error)
+}
+
+// Lookup is prompt lookup as a Drafter (llama.cpp's llama-lookup): the
+// tokens that followed the latest earlier occurrence of the text's last
+// few. It keeps nothing between calls.
+type Lookup struct{}
+
+// Propose is draft over text.
+func (Lookup) Propose(text []int, k int) ([]int, error) { return draft(nil, text, k), nil }
+
 // Propose drafts up to k tokens to follow text, the tokens the model's
 // cache holds and the one just picked: the draft model's greedy tokens,
 // while it is sure enough of them (PMin). The draft's cache keeps what it

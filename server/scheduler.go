@@ -39,7 +39,7 @@ type slot struct {
 	// length of the next draft, the draft that the step runs after next,
 	// and while the step takes its tokens, the drafted ones whose
 	// positions the cache holds past the text.
-	spec    *engine.Draft
+	spec    engine.Drafter // a draft model's session, or prompt lookup; nil: none
 	dlen    engine.DraftLen
 	drafted []int
 	ahead   []int

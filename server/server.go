@@ -57,6 +57,10 @@ type Config struct {
 	DraftPredictor predictors.Predictor
 	DraftMax       int
 	DraftPMin      float64
+	// Lookup, when positive, drafts by prompt lookup instead (run's
+	// --lookup, engine.Lookup): up to Lookup tokens a step from where the
+	// slot's text's last tokens occurred before. Not with Draft.
+	Lookup int
 }
 
 // Server is an http.Handler around one loaded model.

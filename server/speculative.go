@@ -56,7 +56,19 @@ func (s *Server) speculative(f *samplingFields) specParams {
 // newDrafts gives each slot a session of cfg.Draft of the slot's context.
 // engine.Model.NewDraft refuses a draft of another vocabulary.
 func (s *Server) newDrafts() error {
-	if s.cfg.Draft == nil {
+	switch {
+	case s.cfg.Lookup < 0:
+		return fmt.Errorf("--lookup %d: want a count of tokens to draft, or 0 for none", s.cfg.Lookup)
+	case s.cfg.Lookup > 0 && s.cfg.Draft != nil:
+		return fmt.Errorf("--lookup and --model-draft each draft the tokens: use one of them")
+	case s.cfg.Lookup > 0:
+		// Prompt lookup keeps nothing: one serves every slot.
+		s.cfg.DraftMax = s.cfg.Lookup
+		for _, sl := range s.slots {
+			sl.spec = engine.Lookup{}
+		}
+		return nil
+	case s.cfg.Draft == nil:
 		return nil
 	}
 	if s.cfg.DraftMax < 0 {
@@ -93,7 +105,9 @@ func (s *Server) propose(sl *slot) ([]int, error) {
 	if want < least {
 		return nil, nil
 	}
-	sl.spec.PMin = sp.pmin
+	if d, ok := sl.spec.(*engine.Draft); ok {
+		d.PMin = sp.pmin
+	}
 	d, err := sl.spec.Propose(append(slices.Clone(sl.sess.Tokens()), sl.next), want)
 	if err != nil || len(d) < least {
 		return nil, err

@@ -494,6 +494,8 @@ func TestGenAndRunFlags(t *testing.T) {
 		"-n 0":                   "-n 0: want a count of at least 1",
 		"--parallel 0":           "--parallel 0: want at least 1 slot",
 		"--shutdown-timeout -1s": "--shutdown-timeout -1s: want 0 or more",
+		"--lookup -1":            "--lookup -1: want a count of tokens to draft",
+		"--lookup 3 -md x.gguf":  "--lookup and --model-draft each draft the tokens",
 	} {
 		_, stderr, code := pinfer(t, append([]string{"serve", "--port", "0"}, strings.Fields(args)...)...)
 		require.NotZero(t, code, args)

@@ -44,7 +44,10 @@ func serveCmd() *cobra.Command {
 			if grace < 0 {
 				return fmt.Errorf("--shutdown-timeout %v: want 0 or more", grace)
 			}
-			if err := df.check(0); err != nil {
+			if cfg.Lookup < 0 {
+				return fmt.Errorf("--lookup %d: want a count of tokens to draft, or 0 for none", cfg.Lookup)
+			}
+			if err := df.check(cfg.Lookup); err != nil {
 				return err
 			}
 			m, pred, err := mf.loadPredicted()
@@ -123,6 +126,7 @@ func serveCmd() *cobra.Command {
 	fl := c.Flags()
 	fl.StringVar(&host, "host", "127.0.0.1", "address to listen on")
 	fl.IntVar(&port, "port", 8080, "port to listen on (0: any free port, printed at start)")
+	fl.IntVar(&cfg.Lookup, "lookup", 0, "prompt lookup decoding, as run --lookup: each slot drafts up to N tokens a step from where its text's last tokens occurred before, checked in the step's pass (the text is the same)")
 	fl.IntVar(&cfg.Slots, "parallel", 1, "slots: requests decoded together; more wait in a queue (also -np)")
 	fl.IntVarP(&cfg.Ctx, "ctx-size", "c", 0, "context size of each slot (default: the model's, at most 4096)")
 	fl.IntVarP(&cfg.DefaultMaxTokens, "n-predict", "n", -1, "tokens to generate when a request sets no max_tokens (-1: until the context is full)")
