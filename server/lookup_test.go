@@ -39,6 +39,7 @@ func TestServeLookup(t *testing.T) {
 	require.Greater(t, tm["draft_n_accepted"], 10.0)
 	require.LessOrEqual(t, tm["draft_n_accepted"], tm["draft_n"])
 	require.Equal(t, 199-tm["draft_n_accepted"].(float64), tm["predicted_runs"], "a pass per token not drafted right")
+	require.Equal(t, tm["draft_n_accepted"], metricsOf(t, look)["pinfer_draft_tokens_accepted_total"])
 
 	bodies := []string{
 		`{"prompt":"Once upon a time, Lily","n_predict":120,"temperature":0.7,"top_k":40,"seed":3}`,

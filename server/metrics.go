@@ -33,8 +33,8 @@ func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request) {
 	put("tokens_predicted_total", "counter", "Tokens generated.", s.metrics.predicted.Load())
 	put("decode_steps_total", "counter", "Batched decode steps (one forward pass over all busy slots).", s.metrics.steps.Load())
 	put("decode_rows_total", "counter", "Sequences decoded in those steps; divided by the steps, the mean batch size.", s.metrics.stepRows.Load())
-	if s.cfg.Draft != nil {
-		put("draft_tokens_total", "counter", "Tokens the draft model drafted (-md) and the decode steps ran.", s.metrics.drafted.Load())
+	if s.cfg.Draft != nil || s.cfg.Lookup > 0 {
+		put("draft_tokens_total", "counter", "Tokens drafted (-md or --lookup) that the decode steps ran.", s.metrics.drafted.Load())
 		put("draft_tokens_accepted_total", "counter", "Drafted tokens the sampler then picked; divided by the drafted, the acceptance rate.", s.metrics.draftAccepted.Load())
 	}
 	put("slots_busy", "gauge", "Slots decoding a request now.", s.metrics.slotsBusy.Load())
