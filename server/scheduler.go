@@ -77,19 +77,28 @@ func (s *Server) loop() {
 
 func (s *Server) busySlots() []*slot {
 	var busy []*slot
+	freed := false
 	for _, sl := range s.slots {
 		if sl.job == nil {
 			continue
 		}
 		if err := sl.job.ctx.Err(); err != nil {
 			s.release(sl, finishCancelled, err)
+			freed = true
 			continue
 		}
 		if s.cancelAll.Load() {
 			s.release(sl, finishCancelled, errShutdown)
+			freed = true
 			continue
 		}
 		busy = append(busy, sl)
+	}
+	if freed {
+		// The requests waiting for a slot (queued, or deferred for this
+		// one) start at the next admit: the loop must not wait for a new
+		// request to wake it.
+		s.queue.poke()
 	}
 	return busy
 }
