@@ -12,11 +12,11 @@ import (
 	"io"
 	"math"
 	"os"
-	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
 
+	"github.com/pinfer/pinfer/internal/outpath"
 	"github.com/pinfer/pinfer/ops"
 )
 
@@ -430,26 +430,12 @@ func dtypeName(t ops.DType) string {
 // SaveStateFile writes the session's state to path through a temporary
 // file in the same directory, renamed over path once complete, so that a
 // reader never sees half a file. It returns the bytes written.
-func (s *Session) SaveStateFile(path string) (int64, error) {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+func (s *Session) SaveStateFile(path string) (n int64, err error) {
+	err = outpath.Replace(path, func(w io.Writer) error {
+		n, err = s.SaveState(w)
+		return err
+	})
 	if err != nil {
-		return 0, err
-	}
-	n, err := s.SaveState(f)
-	if err == nil {
-		err = f.Chmod(0o644)
-	}
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(f.Name(), path)
-	}
-	if err != nil {
-		os.Remove(f.Name())
 		return 0, err
 	}
 	return n, nil

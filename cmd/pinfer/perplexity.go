@@ -2,10 +2,12 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
 
 	"github.com/pinfer/pinfer/engine"
 	"github.com/pinfer/pinfer/graph"
+	"github.com/pinfer/pinfer/internal/outpath"
 	"github.com/pinfer/pinfer/ops"
 	"github.com/spf13/cobra"
 )
@@ -147,22 +149,11 @@ its tokens must be the file's.`,
 // no changed one.
 func writeBase(m *engine.Model, sess *graph.Session, tokens []int, chunks int, path string) (*engine.Perplexity, error) {
 	var r *engine.Perplexity
-	tmp, err := writeTemp(path, func(tmp string) error {
-		f, err := os.Create(tmp)
-		if err != nil {
-			return err
-		}
-		r, err = m.WriteKLDBase(sess, tokens, chunks, false, os.Stdout, f)
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
+	err := outpath.Replace(path, func(w io.Writer) (err error) {
+		r, err = m.WriteKLDBase(sess, tokens, chunks, false, os.Stdout, w)
 		return err
 	})
 	if err != nil {
-		return nil, err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
 		return nil, err
 	}
 	fmt.Fprintf(os.Stderr, "wrote the log-probabilities of %d scored tokens (%d chunks of %d) to %s\n", r.Scored, len(r.Windows), sess.NCtx(), path)

@@ -7,6 +7,7 @@ package outpath
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 )
@@ -49,4 +50,31 @@ func Check(out string, inputs ...Input) error {
 	probe.Close()
 	os.Remove(probe.Name())
 	return nil
+}
+
+// Replace writes path through write into a new file beside it, renamed over
+// path once complete and synced, so that a failed write leaves neither a
+// half file nor a changed one, and a reader never sees half a file.
+func Replace(path string, write func(w io.Writer) error) error {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp")
+	if err != nil {
+		return err
+	}
+	err = write(f)
+	if err == nil {
+		err = f.Chmod(0o644)
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), path)
+	}
+	if err != nil {
+		os.Remove(f.Name())
+	}
+	return err
 }

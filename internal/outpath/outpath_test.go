@@ -1,6 +1,8 @@
 package outpath
 
 import (
+	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"testing"
@@ -42,4 +44,33 @@ func TestCheck(t *testing.T) {
 		require.NoError(t, os.Mkdir(ro, 0o500))
 		require.ErrorContains(t, Check(filepath.Join(ro, "x"), Input{Name: "-m", Path: in}), "cannot write in")
 	}
+}
+
+// Replace puts the whole file in place or, when writing fails, leaves the
+// old one and no temporary file behind.
+func TestReplace(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "state.bin")
+	require.NoError(t, os.WriteFile(path, []byte("old"), 0o644))
+	boom := errors.New("boom")
+	require.ErrorIs(t, Replace(path, func(w io.Writer) error {
+		_, _ = w.Write([]byte("half"))
+		return boom
+	}), boom)
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.Equal(t, "old", string(b))
+	require.NoError(t, Replace(path, func(w io.Writer) error {
+		_, err := w.Write([]byte("new"))
+		return err
+	}))
+	b, err = os.ReadFile(path)
+	require.NoError(t, err)
+	require.Equal(t, "new", string(b))
+	st, err := os.Stat(path)
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o644), st.Mode().Perm())
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	require.Len(t, entries, 1)
 }
