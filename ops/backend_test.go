@@ -4,6 +4,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -31,16 +32,15 @@ func fastLevels(t *testing.T) []string {
 		return []string{"go"}
 	}
 	if avx2.AVX512 {
-		return []string{"avx2", "avx2-packed", "avx512"}
+		return []string{"avx2", "avx2-packed", "avx512", "avx512-packed"}
 	}
 	return []string{"avx2", "avx2-packed"}
 }
 
-// forLevel is m as level runs it: at avx2-packed, a copy with q4_0's
-// packed layouts (PackAll's, for mat-vecs and for a dense axpy; wherever
-// AVX2 runs, not only where it pays).
+// forLevel is m as level runs it: at the -packed levels, a copy with
+// q4_0's packed layouts (PackAll's, for mat-vecs and for a dense axpy).
 func forLevel(level string, m *Matrix) *Matrix {
-	if level != "avx2-packed" || m == nil || m.Type != Q4_0 {
+	if !strings.HasSuffix(level, "-packed") || m == nil || m.Type != Q4_0 {
 		return m
 	}
 	c := &Matrix{Type: m.Type, Rows: m.Rows, Cols: m.Cols, Data: m.Data}
@@ -59,7 +59,7 @@ func ffnForLevel(level string, f *FFN, down *Matrix) (*FFN, *Matrix) {
 // withFast runs f with the vector kernels of level on.
 func withFast(level string, f func()) {
 	saved := avx2.AVX512
-	Fast, avx2.AVX512 = fastAvailable(), saved && level == "avx512"
+	Fast, avx2.AVX512 = fastAvailable(), saved && strings.HasPrefix(level, "avx512")
 	defer func() { Fast, avx2.AVX512 = false, saved }()
 	f()
 }
@@ -355,7 +355,7 @@ func TestPrefillUpSkipExact(t *testing.T) {
 					scale = math.Max(scale, math.Abs(float64(v)))
 				}
 				tol := 1e-5 * scale
-				if lv == "avx512" && T == 1 {
+				if strings.HasPrefix(lv, "avx512") && T == 1 {
 					// One token's q4_0 down rows go through the int8 axpy, which
 					// rounds each eight rows' coefficients with one scale: with
 					// the zero rows gone the eights differ, and so does the

@@ -10,8 +10,9 @@ import (
 	"github.com/pinfer/pinfer/ops/avx2"
 )
 
-// Repacked q4_0 matrices. On AVX2 without AVX-512 the row kernels spend ~9
-// operations a row and block, a third of them on scales; with eight rows
+// Repacked q4_0 matrices. On AVX2 the row kernels spend ~9 operations a
+// row and block, a third of them on scales, and with AVX-512 they still
+// read memory slower (avx2.PackPays); with eight rows
 // interleaved (avx2.PackQ4x8) one broadcast of x serves all eight and a
 // block's scales are one conversion, and a prompt's four tokens share each
 // unpacked part. A matrix that the mat-mul reads whole (attention's q, k,
@@ -43,7 +44,7 @@ type Packing struct {
 }
 
 // PackAll packs the q4_0 matrices of ps that have eight rows or more, where
-// that pays (AVX2 without AVX-512, the fast kernels on, Repack set), on up
+// that pays (avx2.PackPays, the fast kernels on, Repack set), on up
 // to threads goroutines, as llama.cpp repacks at load. The copies share one
 // map of 2 MB pages, each matrix's part populated by the kernel in one call
 // before it is written (MADV_POPULATE_WRITE). That populating is most of

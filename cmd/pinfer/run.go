@@ -43,7 +43,7 @@ func (f *modelFlags) addModel(c *cobra.Command, files *[]string) {
 	c.Flags().StringVarP(&f.graph, "graph", "g", "", "TOML graph file (default: the built-in graph matching the model)")
 	c.Flags().StringVar(&f.predictor, "predictor", "", "sparse FFN predictor: dense, oracle, mlp, static (static:RATE for a firing-rate floor other than 0.05), or a plugin's .go file (default: mlp if the file has one, else dense)")
 	c.Flags().StringVar(&f.stats, "stats", "", "activation statistics from 'pinfer profile' (for static and plugins)")
-	c.Flags().BoolVar(&f.noRepack, "no-repack", false, "keep q4_0 weights in the file's layout; by default, on AVX2 CPUs without AVX-512, the matrices read whole (attention, output, the predictors' fc1 and fc2) are repacked at load, eight rows interleaved, as llama.cpp does")
+	c.Flags().BoolVar(&f.noRepack, "no-repack", false, "keep q4_0 weights in the file's layout; by default, on AVX2 CPUs, the matrices read whole (attention, output, the predictors' fc1 and fc2) are repacked at load, eight rows interleaved, as llama.cpp does")
 	c.Flags().StringVar(&f.kvType, "kv-type", "f32", "element type of the attention KV cache: f32, or f16 as llama.cpp keeps it (half the memory and half the reads of a long context)")
 }
 

@@ -99,6 +99,11 @@ func gatherQ4p8r4(out *float32, p *byte, ngroups int, xq *byte, nblk int, tab *b
 //go:noescape
 func gatherQ4p8x4(out *float32, ldo int, p *byte, ngroups int, xq *byte, nblk int, tab *byte)
 
+// In q4p8_amd64.s (AVX-512 and VNNI): gatherQ4p8x4 over two groups at once.
+
+//go:noescape
+func gatherQ4p8z4(out *float32, ldo int, p *byte, npairs int, xq *byte, nblk int, tab *byte)
+
 // In q4a16_amd64.s (AVX2): the axpy over every row, packed for it.
 
 //go:noescape

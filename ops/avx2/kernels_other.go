@@ -38,6 +38,9 @@ func gatherQ4p8r4(out *float32, p *byte, ngroups int, xq *byte, nblk int, tab *b
 func gatherQ4p8x4(out *float32, ldo int, p *byte, ngroups int, xq *byte, nblk int, tab *byte) {
 	noAsm()
 }
+func gatherQ4p8z4(out *float32, ldo int, p *byte, npairs int, xq *byte, nblk int, tab *byte) {
+	noAsm()
+}
 func axpyQ4a16(y *float32, p *byte, coef *float32, ngroups int, m int, runs int) { noAsm() }
 func sumRuns(a *float32, n int, q int) float32                                   { noAsm(); return 0 }
 func quantQ8a(dst *byte, x *float32, nblk int)                                   { noAsm() }

@@ -321,3 +321,99 @@ blockr4:
 doner4:
 	VZEROUPPER
 	RET
+
+// gatherQ4p8z4 is gatherQ4p8x4 in AVX-512 with VNNI, over two groups at
+// once (npairs pairs; group g+1 is gb = 144·nblk bytes on in p): lanes 0-7
+// of a zmm are group g's rows, lanes 8-15 group g+1's, so each of a
+// token's x dwords is one embedded broadcast for sixteen rows, and
+// VPDPBUSD sums the unsigned nibbles' products into int32 with no int16
+// step. The rows' sixteen outputs of a token are one store.
+
+#define ZPART(c) \
+	VMOVDQU           (16+32*c)(SI), Y1                 \
+	VINSERTI64X4      $1, (16+32*c)(SI)(R14*1), Z1, Z1  \
+	VPSRLW            $4, Z1, Z2                        \
+	VPANDD            Z14, Z1, Z1                       \
+	VPANDD            Z14, Z2, Z2                       \
+	VPDPBUSD.BCST     (2+4*c)(DI), Z1, Z4               \
+	VPDPBUSD.BCST     (18+4*c)(DI), Z2, Z4              \
+	VPDPBUSD.BCST     (2+4*c)(DI)(R10*1), Z1, Z5        \
+	VPDPBUSD.BCST     (18+4*c)(DI)(R10*1), Z2, Z5       \
+	VPDPBUSD.BCST     (2+4*c)(DI)(R10*2), Z1, Z6        \
+	VPDPBUSD.BCST     (18+4*c)(DI)(R10*2), Z2, Z6       \
+	VPDPBUSD.BCST     (2+4*c)(DI)(R11*1), Z1, Z7        \
+	VPDPBUSD.BCST     (18+4*c)(DI)(R11*1), Z2, Z7
+
+// ZFIN is FIN for sixteen rows: the d of both groups are in Z12.
+#define ZFIN(X, A, F) \
+	VPSUBD.BCST  X, A, A     \
+	VCVTDQ2PS    A, A        \
+	VMULPS.BCST  32X, Z12, Z3 \
+	VFMADD231PS  Z3, A, F
+
+// func gatherQ4p8z4(out *float32, ldo int, p *byte, npairs int, xq *byte, nblk int, tab *byte)
+TEXT ·gatherQ4p8z4(SB), NOSPLIT, $0-56
+	MOVQ         out+0(FP), R8
+	MOVQ         ldo+8(FP), AX
+	SHLQ         $2, AX
+	LEAQ         (AX)(AX*2), BX
+	MOVQ         p+16(FP), SI
+	MOVQ         npairs+24(FP), R9
+	MOVQ         nblk+40(FP), R10
+	IMULQ        $34, R10
+	LEAQ         (R10)(R10*2), R11
+	MOVQ         nblk+40(FP), R12
+	SHLQ         $6, R12
+	LEAQ         (R12)(R12*2), R13
+	MOVQ         nblk+40(FP), R14
+	IMULQ        $144, R14
+	VPBROADCASTD p8_low4<>(SB), Z14
+
+pairz:
+	TESTQ  R9, R9
+	JZ     donez
+	VXORPS Z8, Z8, Z8
+	VXORPS Z9, Z9, Z9
+	VXORPS Z10, Z10, Z10
+	VXORPS Z11, Z11, Z11
+	MOVQ   xq+32(FP), DI
+	MOVQ   tab+48(FP), DX
+	MOVQ   nblk+40(FP), CX
+
+blockz:
+	PREFETCHT0   1152(SI)
+	PREFETCHT0   1216(SI)
+	PREFETCHT0   1152(SI)(R14*1)
+	PREFETCHT0   1216(SI)(R14*1)
+	VPXORD       Z4, Z4, Z4
+	VPXORD       Z5, Z5, Z5
+	VPXORD       Z6, Z6, Z6
+	VPXORD       Z7, Z7, Z7
+	ZPART(0)
+	ZPART(1)
+	ZPART(2)
+	ZPART(3)
+	VMOVDQU      (SI), X12
+	VINSERTI128  $1, (SI)(R14*1), Y12, Y12
+	VCVTPH2PS    Y12, Z12
+	ZFIN((DX), Z4, Z8)
+	ZFIN((DX)(R12*1), Z5, Z9)
+	ZFIN((DX)(R12*2), Z6, Z10)
+	ZFIN((DX)(R13*1), Z7, Z11)
+	ADDQ         $144, SI
+	ADDQ         $34, DI
+	ADDQ         $64, DX
+	DECQ         CX
+	JNZ          blockz
+	VMOVUPS      Z8, (R8)
+	VMOVUPS      Z9, (R8)(AX*1)
+	VMOVUPS      Z10, (R8)(AX*2)
+	VMOVUPS      Z11, (R8)(BX*1)
+	ADDQ         $64, R8
+	ADDQ         R14, SI
+	DECQ         R9
+	JMP          pairz
+
+donez:
+	VZEROUPPER
+	RET
