@@ -109,6 +109,11 @@ func gatherQ4p8z4(out *float32, ldo int, p *byte, npairs int, xq *byte, nblk int
 //go:noescape
 func axpyQ4a16(y *float32, p *byte, coef *float32, ngroups int, m int, runs int)
 
+// In q4a16_amd64.s (AVX-512 and VNNI): axpyQ4a16's twin.
+
+//go:noescape
+func axpyQ4a16z(y *float32, p *byte, coef *float32, ngroups int, m int, runs int)
+
 // In quant_amd64.s (AVX2 and F16C): quantQ8v's twin for CPUs without AVX-512.
 
 //go:noescape

@@ -41,11 +41,12 @@ func gatherQ4p8x4(out *float32, ldo int, p *byte, ngroups int, xq *byte, nblk in
 func gatherQ4p8z4(out *float32, ldo int, p *byte, npairs int, xq *byte, nblk int, tab *byte) {
 	noAsm()
 }
-func axpyQ4a16(y *float32, p *byte, coef *float32, ngroups int, m int, runs int) { noAsm() }
-func sumRuns(a *float32, n int, q int) float32                                   { noAsm(); return 0 }
-func quantQ8a(dst *byte, x *float32, nblk int)                                   { noAsm() }
-func p8Tab(tab *byte, xq *byte, nblk int)                                        { noAsm() }
-func prepQ4x2(xs *byte, xq *byte, nblk int)                                      { noAsm() }
+func axpyQ4a16(y *float32, p *byte, coef *float32, ngroups int, m int, runs int)  { noAsm() }
+func axpyQ4a16z(y *float32, p *byte, coef *float32, ngroups int, m int, runs int) { noAsm() }
+func sumRuns(a *float32, n int, q int) float32                                    { noAsm(); return 0 }
+func quantQ8a(dst *byte, x *float32, nblk int)                                    { noAsm() }
+func p8Tab(tab *byte, xq *byte, nblk int)                                         { noAsm() }
+func prepQ4x2(xs *byte, xq *byte, nblk int)                                       { noAsm() }
 func gatherQ4x4(out *float32, ldo int, w *byte, stride int, rows *int32, n int, xs *byte, xsb int, nblk int) {
 	noAsm()
 }

@@ -136,18 +136,28 @@ func AxpyQ4x16(y []float32, p []byte, coef []float32) {
 	whole := len(y) / Q4AxpyCols
 	c := 0
 	if m := whole / 2; m > 0 {
-		axpyQ4a16(&y[0], &p[0], &coef[0], ng, m, 2)
+		axpyQ4a16k(&y[0], &p[0], &coef[0], ng, m, 2)
 		c = 2 * m
 	}
 	if c < whole {
-		axpyQ4a16(&y[Q4AxpyCols*c], &p[c*cb], &coef[0], ng, whole-c, 1)
+		axpyQ4a16k(&y[Q4AxpyCols*c], &p[c*cb], &coef[0], ng, whole-c, 1)
 	}
 	if rest := y[Q4AxpyCols*whole:]; len(rest) > 0 {
 		var tail [Q4AxpyCols]float32
 		copy(tail[:], rest)
-		axpyQ4a16(&tail[0], &p[whole*cb], &coef[0], ng, 1, 1)
+		axpyQ4a16k(&tail[0], &p[whole*cb], &coef[0], ng, 1, 1)
 		copy(rest, tail[:])
 	}
+}
+
+// axpyQ4a16k is axpyQ4a16, or its AVX-512 twin where that runs; called
+// directly, not through a func value, so that y does not escape.
+func axpyQ4a16k(y *float32, p *byte, coef *float32, ngroups, m, runs int) {
+	if AVX512 {
+		axpyQ4a16z(y, p, coef, ngroups, m, runs)
+		return
+	}
+	axpyQ4a16(y, p, coef, ngroups, m, runs)
 }
 
 // a16Coef rounds a group's coefficients times its rows' d (blk's first 32

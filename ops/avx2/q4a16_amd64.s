@@ -269,3 +269,142 @@ nexty:
 	JNZ  chunk
 	VZEROUPPER
 	RET
+
+// axpyQ4a16z is axpyQ4a16 in AVX-512 with VNNI: a part's 64 bytes are one
+// zmm (lanes 0-7 rows 0-7 of its eight columns, 8-15 rows 8-15), and
+// VPDPBUSD adds four rows' nibble products into int32 at once, where
+// VPMADDUBSW, VPADDW and VPMADDWD took three steps; two parts' halves are
+// then added across (VSHUFI64X2) into their sixteen columns. The int32
+// sums are axpyQ4a16's exactly (neither overflows), so y is the same.
+
+DATA a16_permL<>+0(SB)/8, $0
+DATA a16_permL<>+8(SB)/8, $0
+DATA a16_permL<>+16(SB)/8, $0
+DATA a16_permL<>+24(SB)/8, $0
+DATA a16_permL<>+32(SB)/8, $0x0000000200000002
+DATA a16_permL<>+40(SB)/8, $0x0000000200000002
+DATA a16_permL<>+48(SB)/8, $0x0000000200000002
+DATA a16_permL<>+56(SB)/8, $0x0000000200000002
+GLOBL a16_permL<>(SB), RODATA|NOPTR, $64
+DATA a16_permH<>+0(SB)/8, $0x0000000100000001
+DATA a16_permH<>+8(SB)/8, $0x0000000100000001
+DATA a16_permH<>+16(SB)/8, $0x0000000100000001
+DATA a16_permH<>+24(SB)/8, $0x0000000100000001
+DATA a16_permH<>+32(SB)/8, $0x0000000300000003
+DATA a16_permH<>+40(SB)/8, $0x0000000300000003
+DATA a16_permH<>+48(SB)/8, $0x0000000300000003
+DATA a16_permH<>+56(SB)/8, $0x0000000300000003
+GLOBL a16_permH<>(SB), RODATA|NOPTR, $64
+
+// ZPART sums the part at off(SI) into A (int32 by lane): its low nibbles
+// times Z4 (rows 0-3 and 8-11), its high times Z5 (4-7 and 12-15); H, L
+// scratch.
+#define ZPART(off, A, H, L) \
+	VMOVDQU64 off(SI), L \
+	VPSRLW    $4, L, H   \
+	VPANDD    Z15, L, L  \
+	VPANDD    Z15, H, H  \
+	VPXORD    A, A, A    \
+	VPDPBUSD  Z4, L, A   \
+	VPDPBUSD  Z5, H, A
+
+// ZPAIR adds the parts at off and off+64 (sixteen columns) to ACC, less
+// 8Σk (Z6), by the scale (Z2).
+#define ZPAIR(off, ACC) \
+	ZPART(off, Z16, Z18, Z19)       \
+	ZPART(off+64, Z17, Z20, Z21)    \
+	VSHUFI64X2  $0x44, Z17, Z16, Z18 \
+	VSHUFI64X2  $0xee, Z17, Z16, Z19 \
+	VPADDD      Z19, Z18, Z18        \
+	VPSUBD      Z6, Z18, Z18         \
+	VCVTDQ2PS   Z18, Z18             \
+	VFMADD231PS Z2, Z18, ACC
+
+// ZBLOCK is BLOCK with ZPAIR.
+#define ZBLOCK(j) \
+	PREFETCHT0   (2304+256+256*j)(SI) \
+	PREFETCHT0   (2304+320+256*j)(SI) \
+	PREFETCHT0   (2304+384+256*j)(SI) \
+	PREFETCHT0   (2304+448+256*j)(SI) \
+	VMOVUPS      (128*j)(DI), Z11     \
+	VMOVUPS      (128*j+64)(DI), Z12  \
+	VPERMD       (512+16*j)(SP), Z22, Z4 \
+	VPERMD       (512+16*j)(SP), Z23, Z5 \
+	VBROADCASTSS (640+4*j)(SP), Z2    \
+	VPBROADCASTD (672+4*j)(SP), Z6    \
+	ZPAIR(256+256*j, Z11)             \
+	ZPAIR(384+256*j, Z12)             \
+	VMOVUPS      Z11, (128*j)(DI)     \
+	VMOVUPS      Z12, (128*j+64)(DI)
+
+// func axpyQ4a16z(y *float32, p *byte, coef *float32, ngroups int, m int, runs int)
+//
+// axpyQ4a16 with AVX-512 and VNNI: the same sums to the bit.
+TEXT ·axpyQ4a16z(SB), 0, $768-48
+	MOVQ         p+8(FP), SI
+	MOVQ         y+0(FP), DI
+	MOVQ         ngroups+24(FP), AX
+	IMULQ        $2304, AX
+	IMULQ        m+32(FP), AX           // a run's bytes
+	MOVQ         m+32(FP), BX
+	SHLQ         $10, BX                // a run's y bytes
+	MOVQ         runs+40(FP), CX
+	XORQ         R8, R8
+
+setrun:
+	MOVQ SI, 704(SP)(R8*8)
+	MOVQ DI, 736(SP)(R8*8)
+	ADDQ AX, SI
+	ADDQ BX, DI
+	INCQ R8
+	CMPQ R8, CX
+	JLT  setrun
+
+	VPBROADCASTD a16_low4<>(SB), Z15
+	VMOVDQU64    a16_permL<>(SB), Z22
+	VMOVDQU64    a16_permH<>(SB), Z23
+	MOVQ         m+32(FP), R10
+
+chunk:
+	MOVQ coef+16(FP), DX
+	MOVQ ngroups+24(FP), R9
+
+group:
+	XORQ R8, R8
+
+run:
+	MOVQ 704(SP)(R8*8), SI
+	MOVQ 736(SP)(R8*8), DI
+	PREFETCHT0 2304(SI)
+	PREFETCHT0 2368(SI)
+	PREFETCHT0 2432(SI)
+	PREFETCHT0 2496(SI)
+	COEFS
+	ZBLOCK(0)
+	ZBLOCK(1)
+	ZBLOCK(2)
+	ZBLOCK(3)
+	ZBLOCK(4)
+	ZBLOCK(5)
+	ZBLOCK(6)
+	ZBLOCK(7)
+	ADDQ $2304, SI
+	MOVQ SI, 704(SP)(R8*8)
+	INCQ R8
+	CMPQ R8, runs+40(FP)
+	JLT  run
+	ADDQ $64, DX
+	DECQ R9
+	JNZ  group
+
+	XORQ R8, R8
+
+nexty:
+	ADDQ $1024, 736(SP)(R8*8)
+	INCQ R8
+	CMPQ R8, runs+40(FP)
+	JLT  nexty
+	DECQ R10
+	JNZ  chunk
+	VZEROUPPER
+	RET
