@@ -89,11 +89,13 @@ func (s *Server) props(w http.ResponseWriter, r *http.Request) {
 	if n == 0 {
 		n = -1
 	}
+	sp := s.speculative(&samplingFields{}) // a request without the fields
 	writeJSON(w, http.StatusOK, map[string]any{
 		"default_generation_settings": map[string]any{
 			"n_ctx": s.nctx,
 			"params": map[string]any{"temperature": d.Temp, "top_k": d.TopK, "top_p": d.TopP, "min_p": d.MinP,
-				"repeat_penalty": d.RepeatPenalty, "repeat_last_n": d.RepeatLastN, "n_predict": n},
+				"repeat_penalty": d.RepeatPenalty, "repeat_last_n": d.RepeatLastN, "n_predict": n,
+				"speculative.n_max": sp.nmax, "speculative.n_min": sp.nmin, "speculative.p_min": sp.pmin},
 		},
 		"total_slots":   len(s.slots),
 		"model_path":    s.model.Path,

@@ -1,6 +1,8 @@
 package server
 
 import (
+	"encoding/json"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"strings"
@@ -32,6 +34,19 @@ func TestServeLookup(t *testing.T) {
 	plain := serve(Config{Slots: 2, Threads: 2})
 	look := serve(Config{Slots: 2, Threads: 2, Lookup: 6})
 
+	// /props gives the drafts' defaults that requests get (--lookup 6).
+	resp, err := http.Get(look + "/props")
+	require.NoError(t, err)
+	var props struct {
+		D struct {
+			P map[string]any `json:"params"`
+		} `json:"default_generation_settings"`
+	}
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&props))
+	resp.Body.Close()
+	require.Equal(t, float64(6), props.D.P["speculative.n_max"])
+	require.Equal(t, float64(0), props.D.P["speculative.n_min"])
+
 	code, out := post(t, look+"/completion", `{"prompt":[1],"n_predict":200,"temperature":0}`)
 	require.Equal(t, 200, code, out)
 	require.Equal(t, strings.TrimPrefix(string(want), " "), strings.TrimPrefix(out["content"].(string), " "))
@@ -39,6 +54,8 @@ func TestServeLookup(t *testing.T) {
 	require.Greater(t, tm["draft_n_accepted"], 10.0)
 	require.LessOrEqual(t, tm["draft_n_accepted"], tm["draft_n"])
 	require.Equal(t, 199-tm["draft_n_accepted"].(float64), tm["predicted_runs"], "a pass per token not drafted right")
+	// Tokens a second, as llama-server counts them: more than passes a second.
+	require.InDelta(t, 1000*tm["predicted_n"].(float64)/tm["predicted_ms"].(float64), tm["predicted_per_second"], 1e-6)
 	require.Equal(t, tm["draft_n_accepted"], metricsOf(t, look)["pinfer_draft_tokens_accepted_total"])
 
 	bodies := []string{

@@ -33,6 +33,9 @@ func TestProps(t *testing.T) {
 	require.Equal(t, 0.95, p["top_p"])
 	require.Equal(t, 0.05, p["min_p"])
 	require.Equal(t, float64(-1), p["n_predict"])
+	// No draft model: a request drafts nothing.
+	require.Equal(t, float64(0), p["speculative.n_max"])
+	require.Equal(t, float64(0), p["speculative.n_min"])
 
 	resp, err = http.Post(url+"/props", "application/json", nil)
 	require.NoError(t, err)

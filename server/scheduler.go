@@ -467,6 +467,12 @@ func (s *Server) release(sl *slot, reason string, err error) {
 		t.EvalMs = msSince(sl.started)
 	}
 	t.Fill()
+	// llama-server's speeds divide by the tokens (its n_decoded), not by the
+	// passes as run's do: with a draft, a pass gives several.
+	if t.EvalN > 0 && t.EvalMs > 0 {
+		t.EvalPerToken = t.EvalMs / float64(t.EvalN)
+		t.EvalPerSecond = 1000 / t.EvalPerToken
+	}
 	// A draft's positions past the text leave the cache, which then holds
 	// the prompt and the text only (the next request's prompt cache).
 	s.dropAhead(sl)
