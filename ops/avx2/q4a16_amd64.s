@@ -198,77 +198,79 @@ GLOBL a16_shuf<>(SB), RODATA|NOPTR, $32
 	VMOVUPS      Y13, (128*j+64)(DI)      \
 	VMOVUPS      Y14, (128*j+96)(DI)
 
+// A16RUNS sets up axpyQ4a16's runs: their record pointers at 704(SP) and
+// their y at 736(SP).
+#define A16RUNS \
+	MOVQ         p+8(FP), SI \
+	MOVQ         y+0(FP), DI \
+	MOVQ         ngroups+24(FP), AX \
+	IMULQ        $2304, AX \
+	IMULQ        m+32(FP), AX \
+	MOVQ         m+32(FP), BX \
+	SHLQ         $10, BX \
+	MOVQ         runs+40(FP), CX \
+	XORQ         R8, R8 \
+setrun: \
+	MOVQ SI, 704(SP)(R8*8) \
+	MOVQ DI, 736(SP)(R8*8) \
+	ADDQ AX, SI \
+	ADDQ BX, DI \
+	INCQ R8 \
+	CMPQ R8, CX \
+	JLT  setrun
+
+// A16LOOP is axpyQ4a16's walk, each record's blocks added by BLK.
+#define A16LOOP(BLK) \
+	MOVQ         m+32(FP), R10 \
+chunk: \
+	MOVQ coef+16(FP), DX \
+	MOVQ ngroups+24(FP), R9 \
+group: \
+	XORQ R8, R8 \
+run: \
+	MOVQ 704(SP)(R8*8), SI \
+	MOVQ 736(SP)(R8*8), DI \
+	PREFETCHT0 2304(SI) \
+	PREFETCHT0 2368(SI) \
+	PREFETCHT0 2432(SI) \
+	PREFETCHT0 2496(SI) \
+	COEFS \
+	BLK(0) \
+	BLK(1) \
+	BLK(2) \
+	BLK(3) \
+	BLK(4) \
+	BLK(5) \
+	BLK(6) \
+	BLK(7) \
+	ADDQ $2304, SI \
+	MOVQ SI, 704(SP)(R8*8) \
+	INCQ R8 \
+	CMPQ R8, runs+40(FP) \
+	JLT  run \
+	ADDQ $64, DX \
+	DECQ R9 \
+	JNZ  group \
+	XORQ R8, R8 \
+nexty: \
+	ADDQ $1024, 736(SP)(R8*8) \
+	INCQ R8 \
+	CMPQ R8, runs+40(FP) \
+	JLT  nexty \
+	DECQ R10 \
+	JNZ  chunk \
+	VZEROUPPER \
+	RET
+
 // func axpyQ4a16(y *float32, p *byte, coef *float32, ngroups int, m int, runs int)
 //
 // runs runs of m chunks each side by side (run r the chunks r·m..), a
 // record of each a step, each record's lines asked for one record ahead;
 // y, 256 floats a chunk, goes through L1 for every record.
 TEXT ·axpyQ4a16(SB), 0, $768-48
-	MOVQ         p+8(FP), SI
-	MOVQ         y+0(FP), DI
-	MOVQ         ngroups+24(FP), AX
-	IMULQ        $2304, AX
-	IMULQ        m+32(FP), AX           // a run's bytes
-	MOVQ         m+32(FP), BX
-	SHLQ         $10, BX                // a run's y bytes
-	MOVQ         runs+40(FP), CX
-	XORQ         R8, R8
-
-setrun:
-	MOVQ SI, 704(SP)(R8*8)
-	MOVQ DI, 736(SP)(R8*8)
-	ADDQ AX, SI
-	ADDQ BX, DI
-	INCQ R8
-	CMPQ R8, CX
-	JLT  setrun
-
+	A16RUNS
 	VPBROADCASTD a16_low4<>(SB), Y15
-	MOVQ         m+32(FP), R10
-
-chunk:
-	MOVQ coef+16(FP), DX
-	MOVQ ngroups+24(FP), R9
-
-group:
-	XORQ R8, R8
-
-run:
-	MOVQ 704(SP)(R8*8), SI
-	MOVQ 736(SP)(R8*8), DI
-	PREFETCHT0 2304(SI)
-	PREFETCHT0 2368(SI)
-	PREFETCHT0 2432(SI)
-	PREFETCHT0 2496(SI)
-	COEFS
-	BLOCK(0)
-	BLOCK(1)
-	BLOCK(2)
-	BLOCK(3)
-	BLOCK(4)
-	BLOCK(5)
-	BLOCK(6)
-	BLOCK(7)
-	ADDQ $2304, SI
-	MOVQ SI, 704(SP)(R8*8)
-	INCQ R8
-	CMPQ R8, runs+40(FP)
-	JLT  run
-	ADDQ $64, DX
-	DECQ R9
-	JNZ  group
-
-	XORQ R8, R8
-
-nexty:
-	ADDQ $1024, 736(SP)(R8*8)
-	INCQ R8
-	CMPQ R8, runs+40(FP)
-	JLT  nexty
-	DECQ R10
-	JNZ  chunk
-	VZEROUPPER
-	RET
+	A16LOOP(BLOCK)
 
 // axpyQ4a16z is axpyQ4a16 in AVX-512 with VNNI: a part's 64 bytes are one
 // zmm (lanes 0-7 rows 0-7 of its eight columns, 8-15 rows 8-15), and
@@ -338,73 +340,9 @@ GLOBL a16_permH<>(SB), RODATA|NOPTR, $64
 	VMOVUPS      Z12, (128*j+64)(DI)
 
 // func axpyQ4a16z(y *float32, p *byte, coef *float32, ngroups int, m int, runs int)
-//
-// axpyQ4a16 with AVX-512 and VNNI: the same sums to the bit.
 TEXT ·axpyQ4a16z(SB), 0, $768-48
-	MOVQ         p+8(FP), SI
-	MOVQ         y+0(FP), DI
-	MOVQ         ngroups+24(FP), AX
-	IMULQ        $2304, AX
-	IMULQ        m+32(FP), AX           // a run's bytes
-	MOVQ         m+32(FP), BX
-	SHLQ         $10, BX                // a run's y bytes
-	MOVQ         runs+40(FP), CX
-	XORQ         R8, R8
-
-setrun:
-	MOVQ SI, 704(SP)(R8*8)
-	MOVQ DI, 736(SP)(R8*8)
-	ADDQ AX, SI
-	ADDQ BX, DI
-	INCQ R8
-	CMPQ R8, CX
-	JLT  setrun
-
+	A16RUNS
 	VPBROADCASTD a16_low4<>(SB), Z15
 	VMOVDQU64    a16_permL<>(SB), Z22
 	VMOVDQU64    a16_permH<>(SB), Z23
-	MOVQ         m+32(FP), R10
-
-chunk:
-	MOVQ coef+16(FP), DX
-	MOVQ ngroups+24(FP), R9
-
-group:
-	XORQ R8, R8
-
-run:
-	MOVQ 704(SP)(R8*8), SI
-	MOVQ 736(SP)(R8*8), DI
-	PREFETCHT0 2304(SI)
-	PREFETCHT0 2368(SI)
-	PREFETCHT0 2432(SI)
-	PREFETCHT0 2496(SI)
-	COEFS
-	ZBLOCK(0)
-	ZBLOCK(1)
-	ZBLOCK(2)
-	ZBLOCK(3)
-	ZBLOCK(4)
-	ZBLOCK(5)
-	ZBLOCK(6)
-	ZBLOCK(7)
-	ADDQ $2304, SI
-	MOVQ SI, 704(SP)(R8*8)
-	INCQ R8
-	CMPQ R8, runs+40(FP)
-	JLT  run
-	ADDQ $64, DX
-	DECQ R9
-	JNZ  group
-
-	XORQ R8, R8
-
-nexty:
-	ADDQ $1024, 736(SP)(R8*8)
-	INCQ R8
-	CMPQ R8, runs+40(FP)
-	JLT  nexty
-	DECQ R10
-	JNZ  chunk
-	VZEROUPPER
-	RET
+	A16LOOP(ZBLOCK)
