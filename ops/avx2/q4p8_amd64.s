@@ -10,6 +10,24 @@ GLOBL p8_low4<>(SB), RODATA|NOPTR, $4
 DATA p8_ones<>+0(SB)/4, $0x00010001
 GLOBL p8_ones<>(SB), RODATA|NOPTR, $4
 
+// X4ARGS loads the four-token kernels' arguments (N, the count of groups
+// or pairs, into R9): out in R8, ldo and 3·ldo in bytes in AX and BX, p in
+// SI, the strides of x and of the table between tokens (and three times
+// them) in R10, R11 and R12, R13.
+#define X4ARGS(N) \
+	MOVQ         out+0(FP), R8 \
+	MOVQ         ldo+8(FP), AX \
+	SHLQ         $2, AX \
+	LEAQ         (AX)(AX*2), BX \
+	MOVQ         p+16(FP), SI \
+	MOVQ         N+24(FP), R9 \
+	MOVQ         nblk+40(FP), R10 \
+	IMULQ        $34, R10 \
+	LEAQ         (R10)(R10*2), R11 \
+	MOVQ         nblk+40(FP), R12 \
+	SHLQ         $6, R12 \
+	LEAQ         (R12)(R12*2), R13
+
 // UNPACKP loads part c of the block at P (its 32 bytes at 16+32c) into
 // L (low nibbles) and H (high); Y14 holds 0x0f bytes. UNPACK is the block
 // at SI into Y1 and Y2.
@@ -177,18 +195,7 @@ done2:
 
 // func gatherQ4p8x4(out *float32, ldo int, p *byte, ngroups int, xq *byte, nblk int, tab *byte)
 TEXT ·gatherQ4p8x4(SB), NOSPLIT, $0-56
-	MOVQ         out+0(FP), R8
-	MOVQ         ldo+8(FP), AX
-	SHLQ         $2, AX
-	LEAQ         (AX)(AX*2), BX
-	MOVQ         p+16(FP), SI
-	MOVQ         ngroups+24(FP), R9
-	MOVQ         nblk+40(FP), R10
-	IMULQ        $34, R10
-	LEAQ         (R10)(R10*2), R11
-	MOVQ         nblk+40(FP), R12
-	SHLQ         $6, R12
-	LEAQ         (R12)(R12*2), R13
+	X4ARGS(ngroups)
 	VPBROADCASTD p8_low4<>(SB), Y14
 	VPBROADCASTD p8_ones<>(SB), Y13
 
@@ -353,18 +360,7 @@ doner4:
 
 // func gatherQ4p8z4(out *float32, ldo int, p *byte, npairs int, xq *byte, nblk int, tab *byte)
 TEXT ·gatherQ4p8z4(SB), NOSPLIT, $0-56
-	MOVQ         out+0(FP), R8
-	MOVQ         ldo+8(FP), AX
-	SHLQ         $2, AX
-	LEAQ         (AX)(AX*2), BX
-	MOVQ         p+16(FP), SI
-	MOVQ         npairs+24(FP), R9
-	MOVQ         nblk+40(FP), R10
-	IMULQ        $34, R10
-	LEAQ         (R10)(R10*2), R11
-	MOVQ         nblk+40(FP), R12
-	SHLQ         $6, R12
-	LEAQ         (R12)(R12*2), R13
+	X4ARGS(npairs)
 	MOVQ         nblk+40(FP), R14
 	IMULQ        $144, R14
 	VPBROADCASTD p8_low4<>(SB), Z14
