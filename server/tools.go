@@ -1162,6 +1162,10 @@ func (p *partialJSON) value(i int) (*pjValue, int) {
 			return nil, i
 		}
 		v.kind, v.done, i = 'v', j < len(p.s) || p.final, j
+		if v.done && !json.Valid([]byte(p.s[v.start:j])) {
+			p.bad = true // tru, 1-2, +1: not a JSON number or literal
+			return nil, i
+		}
 	}
 	v.end = i
 	return v, i
@@ -1205,7 +1209,7 @@ func (p *partialJSON) str(i int) (string, int, bool) {
 		}
 		n := 6
 		if utf16.IsSurrogate(rune(r)) {
-			if j+12 > len(s) && !p.final {
+			if j+12 > len(s) && !p.final && r < 0xdc00 && lowMayFollow(s[j+6:]) {
 				break // its other half may come
 			}
 			r2, err := uint64(0), error(nil)
@@ -1222,6 +1226,22 @@ func (p *partialJSON) str(i int) (string, int, bool) {
 		j += n
 	}
 	return b.String(), len(s), false
+}
+
+// lowMayFollow says whether rest, shorter than an escape, may still
+// become the \uXXXX of a surrogate pair's low half: a high half followed
+// by anything else is whole now (U+FFFD), and the string goes on.
+func lowMayFollow(rest string) bool {
+	for k := range len(rest) {
+		c := rest[k]
+		switch {
+		case k == 0 && c == '\\', k == 1 && c == 'u':
+		case k >= 2 && strings.IndexByte("0123456789abcdefABCDEF", c) >= 0:
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // Answering with the reply's calls.
@@ -1282,6 +1302,21 @@ func (tp *toolParser) message(text, fin string) (*toolMessage, string) {
 	return m, toolFinish(fin, len(m.ToolCalls) > 0)
 }
 
+// unparsedRest is, at the end of a reply that is not the format, what a
+// stream has yet to send of its text, which the whole reply's answer
+// (message, ollamaMessage) gives as its content: only when no call was
+// sent and the content sent, if any, was the text's beginning (the
+// Hermes format's text before "<tool_call>").
+func (tp *toolParser) unparsedRest(final bool, sentCalls int) (string, bool) {
+	text := tp.text.String()
+	if !final || sentCalls > 0 || tp.sentContent > 0 && !tp.plan.hermes || len(text) <= tp.sentContent {
+		return "", false
+	}
+	s := text[tp.sentContent:]
+	tp.sentContent = len(text)
+	return s, true
+}
+
 // deltas takes the next piece of the reply and returns the stream's
 // deltas it makes: text, a call's start (index, id, type, name, and ""
 // for arguments, as llama-server's), pieces of a call's arguments. final
@@ -1290,6 +1325,9 @@ func (tp *toolParser) deltas(piece string, final bool) []*chatOut {
 	tp.text.WriteString(piece)
 	content, calls, ok := tp.parse(final)
 	if !ok {
+		if s, whole := tp.unparsedRest(final, tp.sentCalls); whole {
+			return []*chatOut{{Content: &s}}
+		}
 		return nil
 	}
 	var out []*chatOut
@@ -1346,6 +1384,9 @@ func (tp *toolParser) ollamaDeltas(piece string, final bool) []*ollamaOut {
 	tp.text.WriteString(piece)
 	content, calls, ok := tp.parse(final)
 	if !ok {
+		if s, whole := tp.unparsedRest(final, tp.ollamaSent); whole {
+			return []*ollamaOut{{Role: "assistant", Content: s}}
+		}
 		return nil
 	}
 	var out []*ollamaOut

@@ -63,6 +63,9 @@ func embedCmd() *cobra.Command {
 			var vecs [][]float32
 			for i, part := range parts {
 				ids := m.Encode(part)
+				if len(ids) == 0 { // an empty part, and a model that adds no BOS
+					return fmt.Errorf("part %d of the text has no tokens", i)
+				}
 				if len(ids) > nctx {
 					return fmt.Errorf("part %d of the text has %d tokens, more than the context of %d (raise -c)", i, len(ids), nctx)
 				}
