@@ -9,14 +9,19 @@ import (
 // Embeddings, as llama.cpp's (llama-embedding, llama-server's) and
 // ollama's give them: a text's embedding is the hidden state the output
 // projection reads (the final norm's output, graph.Runner.Hidden), pooled
-// over its positions by the mean or the last one, then normalized as
+// over its positions by the mean, the last one or the first (llama.cpp's
+// cls: the BOS for a decoder), then normalized as
 // llama.cpp's embd_normalize says (2, the euclidean norm, by default).
 
 // Pooling names the ways a sequence's hidden rows become one vector.
 const (
 	PoolingMean = "mean"
 	PoolingLast = "last"
+	PoolingCLS  = "cls"
 )
+
+// Poolings lists them, for flags' checks and messages.
+var Poolings = []string{PoolingMean, PoolingLast, PoolingCLS}
 
 // Embed runs ids from the start of sess (a session of HiddenProgram's
 // program, r its runner) and returns their embedding.
@@ -31,8 +36,11 @@ func (m *Model) Embed(r *graph.Runner, sess *graph.Session, ids []int, pooling s
 
 // Pool makes one vector of a sequence's rows (rows × cols, row-major).
 func Pool(rows, cols int, data []float32, how string) []float32 {
-	if how == PoolingLast {
+	switch how {
+	case PoolingLast:
 		return append([]float32(nil), data[(rows-1)*cols:rows*cols]...)
+	case PoolingCLS:
+		return append([]float32(nil), data[:cols]...)
 	}
 	sum := make([]float64, cols)
 	for r := range rows {

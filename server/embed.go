@@ -23,6 +23,7 @@ import (
 const (
 	PoolingMean = engine.PoolingMean
 	PoolingLast = engine.PoolingLast
+	PoolingCLS  = engine.PoolingCLS
 )
 
 // embedWork is an embedding request inside its job: the scheduler fills out.

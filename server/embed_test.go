@@ -87,18 +87,20 @@ func embeddingsOf(t *testing.T, url string, input any) ([][]float64, map[string]
 	return vecs, out
 }
 
-// An embedding is the mean (or last) of the hidden rows, L2-normalized.
+// An embedding is the mean (or last, or first) of the hidden rows,
+// L2-normalized.
 func TestEmbeddingsArePooledHiddenRows(t *testing.T) {
 	ref := loadReference(t)
 	_, mean := start(t, Config{})
 	_, last := start(t, Config{Pooling: PoolingLast})
+	_, cls := start(t, Config{Pooling: PoolingCLS})
 	for _, p := range ref.Prompts {
 		rows := hiddenRows(t, p.IDs)
 		require.Len(t, rows, len(p.IDs))
 		for _, c := range []struct {
 			url  string
 			want []float64
-		}{{mean, unit(meanOf(rows))}, {last, unit(rows[len(rows)-1])}} {
+		}{{mean, unit(meanOf(rows))}, {last, unit(rows[len(rows)-1])}, {cls, unit(rows[0])}} {
 			vecs, out := embeddingsOf(t, c.url, p.IDs)
 			require.Len(t, vecs, 1)
 			require.Len(t, vecs[0], len(rows[0]))
@@ -112,6 +114,11 @@ func TestEmbeddingsArePooledHiddenRows(t *testing.T) {
 			// The text tokenizes to the reference's ids (BOS first).
 			byText, _ := embeddingsOf(t, c.url, p.Text)
 			require.InDeltaSlice(t, vecs[0], byText[0], 1e-6)
+		}
+		// Without the BOS, cls pools the first token's row.
+		if len(p.IDs) > 2 {
+			vecs, _ := embeddingsOf(t, cls, p.IDs[1:])
+			require.InDeltaSlice(t, unit(hiddenRows(t, p.IDs[1:])[0]), vecs[0], 1e-5)
 		}
 	}
 }
@@ -184,7 +191,7 @@ func TestEmbeddingsErrors(t *testing.T) {
 	}
 	code, out := post(t, url+"/v1/embeddings", `{"input":"a","model":"gpt-4"}`)
 	require.Equal(t, 404, code, out)
-	_, err := New(builtin(t), Config{Pooling: "cls"})
+	_, err := New(builtin(t), Config{Pooling: "rank"})
 	require.ErrorContains(t, err, "--pooling")
 }
 

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -32,7 +33,7 @@ type Config struct {
 	DefaultMaxTokens int    // when a request sets none; 0: until the context is full
 	MaxBodyBytes     int64  // 0: 4 MiB
 	ChatTemplate     string // used instead of the file's tokenizer.chat_template when set
-	Pooling          string // embeddings' pooling (--pooling): PoolingMean (""), or PoolingLast
+	Pooling          string // embeddings' pooling (--pooling): PoolingMean (""), PoolingLast or PoolingCLS
 	// ContextShift lets a request whose max_tokens runs past its slot's
 	// context go on, as llama-server's --context-shift: the prompt's
 	// first n_keep tokens stay and the older half of the rest is dropped.
@@ -121,9 +122,10 @@ func New(m *engine.Model, cfg Config) (*Server, error) {
 	switch cfg.Pooling {
 	case "":
 		cfg.Pooling = PoolingMean
-	case PoolingMean, PoolingLast:
 	default:
-		return nil, fmt.Errorf("--pooling %q: want mean or last", cfg.Pooling)
+		if !slices.Contains(engine.Poolings, cfg.Pooling) {
+			return nil, fmt.Errorf("--pooling %q: want one of %s", cfg.Pooling, strings.Join(engine.Poolings, ", "))
+		}
 	}
 	nctx := m.Context(cfg.Ctx)
 	if err := m.CheckContext(nctx, cfg.Slots); err != nil {

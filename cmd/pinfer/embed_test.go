@@ -40,6 +40,24 @@ func hiddenMean(t *testing.T, text string) (mean, last []float64) {
 	return mean, last
 }
 
+// hiddenFirst is the built-in model's final-norm row for BOS alone.
+func hiddenFirst(t *testing.T) []float64 {
+	path, err := models.DefaultModelPath()
+	require.NoError(t, err)
+	m, err := engine.Load(path, "")
+	require.NoError(t, err)
+	defer m.Close()
+	pool := ops.NewPool(1)
+	defer pool.Close()
+	hid, err := m.NewSession(8, pool).Hidden(m.Encode("")[:1])
+	require.NoError(t, err)
+	var row []float64
+	for _, x := range hid.Row(0) {
+		row = append(row, float64(x))
+	}
+	return row
+}
+
 func unitF(v []float64) []float64 {
 	var n float64
 	for _, x := range v {
@@ -90,6 +108,15 @@ func TestEmbed(t *testing.T) {
 	_, last := hiddenMean(t, "ROMEO: What say you?")
 	require.InDeltaSlice(t, last, arr[1], 1e-5)
 
+	// cls pooling: the first row, the BOS's, whatever follows it.
+	out, stderr, code = pinfer(t, "embed", "-p", "JULIET:\nROMEO: What say you?", "--pooling", "cls", "--embd-normalize", "-1", "--embd-output-format", "array")
+	require.Zero(t, code, stderr)
+	require.NoError(t, json.Unmarshal([]byte(out), &arr))
+	require.Len(t, arr, 2)
+	bos := hiddenFirst(t)
+	require.InDeltaSlice(t, bos, arr[0], 1e-5)
+	require.InDeltaSlice(t, bos, arr[1], 1e-5)
+
 	// The text form: a line per vector, then the similarities.
 	out, stderr, code = pinfer(t, "embed", "-p", "JULIET:\nROMEO:")
 	require.Zero(t, code, stderr)
@@ -110,7 +137,7 @@ func TestEmbed(t *testing.T) {
 	for args, want := range map[string][]string{
 		"no text":      {"embed"},
 		"both":         {"embed", "-p", "a", "-f", "b"},
-		"pooling":      {"embed", "-p", "a", "--pooling", "cls"},
+		"pooling":      {"embed", "-p", "a", "--pooling", "rank"},
 		"format":       {"embed", "-p", "a", "--embd-output-format", "xml"},
 		"too long":     {"embed", "-p", strings.Repeat("ROMEO: ", 40), "-c", "16"},
 		"no such file": {"embed", "-f", "/nonexistent/x.txt"},

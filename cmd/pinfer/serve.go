@@ -135,7 +135,7 @@ func serveCmd() *cobra.Command {
 	fl.StringVar(&templateFile, "chat-template-file", "", "a Jinja chat template to use instead of the model's tokenizer.chat_template")
 	fl.BoolVar(&cfg.ContextShift, "context-shift", false, "a request whose max_tokens (num_predict) runs past its slot's context goes on, the older half of what follows the prompt's first n_keep tokens dropped (llama-server's --context-shift); without it such a request is refused")
 	fl.StringVar(&cfg.SlotSavePath, "slot-save-path", "", "directory of the slot files that POST /slots/{id}?action=save|restore writes and reads (llama-server's; made if missing); without it slot actions get a 501")
-	fl.StringVar(&cfg.Pooling, "pooling", server.PoolingMean, "how /v1/embeddings and /api/embed pool a text's hidden states: mean or last")
+	fl.StringVar(&cfg.Pooling, "pooling", server.PoolingMean, "how /v1/embeddings and /api/embed pool a text's hidden states: mean, last or cls (the first token's)")
 	fl.DurationVar(&grace, "shutdown-timeout", 10*time.Second, "on SIGTERM/SIGINT, how long streams in flight may run before they are cancelled")
 	return c
 }
