@@ -18,20 +18,31 @@ const (
 	PoolingMean = "mean"
 	PoolingLast = "last"
 	PoolingCLS  = "cls"
+	// PoolingNone keeps every token's row (llama-embedding's none): a
+	// vector per token.
+	PoolingNone = "none"
 )
 
 // Poolings lists them, for flags' checks and messages.
-var Poolings = []string{PoolingMean, PoolingLast, PoolingCLS}
+var Poolings = []string{PoolingMean, PoolingLast, PoolingCLS, PoolingNone}
 
 // Embed runs ids from the start of sess (a session of HiddenProgram's
-// program, r its runner) and returns their embedding.
-func (m *Model) Embed(r *graph.Runner, sess *graph.Session, ids []int, pooling string, norm int) ([]float32, error) {
+// program, r its runner) and returns their embedding: one vector, or with
+// PoolingNone one for each token, each normalized.
+func (m *Model) Embed(r *graph.Runner, sess *graph.Session, ids []int, pooling string, norm int) ([][]float32, error) {
 	sess.Reset()
 	hid, err := r.Hidden([]*graph.Session{sess}, [][]int{ids})
 	if err != nil {
 		return nil, err
 	}
-	return Normalize(Pool(hid.Rows, hid.Cols, hid.Data, pooling), norm), nil
+	if pooling != PoolingNone {
+		return [][]float32{Normalize(Pool(hid.Rows, hid.Cols, hid.Data, pooling), norm)}, nil
+	}
+	vecs := make([][]float32, hid.Rows)
+	for i := range vecs {
+		vecs[i] = Normalize(append([]float32(nil), hid.Data[i*hid.Cols:(i+1)*hid.Cols]...), norm)
+	}
+	return vecs, nil
 }
 
 // Pool makes one vector of a sequence's rows (rows × cols, row-major).

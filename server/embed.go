@@ -59,7 +59,7 @@ func (s *Server) runEmbed(j *job) {
 			j.end(finishError, err, 0, timings{})
 			return
 		}
-		e.out = append(e.out, v)
+		e.out = append(e.out, v[0]) // pooled: one vector (New refuses none)
 		n += len(ids)
 	}
 	s.metrics.promptTokens.Add(int64(n))

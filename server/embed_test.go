@@ -193,6 +193,8 @@ func TestEmbeddingsErrors(t *testing.T) {
 	require.Equal(t, 404, code, out)
 	_, err := New(builtin(t), Config{Pooling: "rank"})
 	require.ErrorContains(t, err, "--pooling")
+	_, err = New(builtin(t), Config{Pooling: "none"})
+	require.ErrorContains(t, err, "--pooling none")
 }
 
 // ollama's /api/embed gives /v1/embeddings' vectors in its own shape; the

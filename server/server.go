@@ -122,9 +122,12 @@ func New(m *engine.Model, cfg Config) (*Server, error) {
 	switch cfg.Pooling {
 	case "":
 		cfg.Pooling = PoolingMean
+	case engine.PoolingNone:
+		// As llama-server's OpenAI endpoint: an input is one vector.
+		return nil, fmt.Errorf("--pooling none: the embeddings endpoints give one vector an input; want mean, last or cls")
 	default:
 		if !slices.Contains(engine.Poolings, cfg.Pooling) {
-			return nil, fmt.Errorf("--pooling %q: want one of %s", cfg.Pooling, strings.Join(engine.Poolings, ", "))
+			return nil, fmt.Errorf("--pooling %q: want mean, last or cls", cfg.Pooling)
 		}
 	}
 	nctx := m.Context(cfg.Ctx)

@@ -74,7 +74,7 @@ func embedCmd() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				vecs = append(vecs, v)
+				vecs = append(vecs, v...)
 			}
 			return writeEmbeddings(cmd.OutOrStdout(), vecs, format)
 		},
@@ -84,7 +84,7 @@ func embedCmd() *cobra.Command {
 	fl.StringVarP(&prompt, "prompt", "p", "", "the text; --embd-separator splits it into the texts to embed")
 	fl.StringVarP(&file, "file", "f", "", "read the text from a file")
 	fl.IntVarP(&nctx, "ctx-size", "c", 0, "context size (default: the model's, at most 4096)")
-	fl.StringVar(&pooling, "pooling", engine.PoolingMean, "how a text's hidden states become one vector: mean, last or cls (the first token's, llama.cpp's cls)")
+	fl.StringVar(&pooling, "pooling", engine.PoolingMean, "how a text's hidden states become one vector: mean, last, cls (the first token's, llama.cpp's cls) or none (a vector for each token)")
 	fl.IntVar(&norm, "embd-normalize", 2, "normalization, as llama.cpp's: -1 none, 0 max absolute (to 32760), 1 taxicab, 2 euclidean, >2 p-norm")
 	fl.StringVar(&format, "embd-output-format", "", `"" (text: each vector, then the cosine similarities), array (a JSON array of vectors), json (OpenAI's list), json+ (and the cosine similarities)`)
 	fl.StringVar(&sep, "embd-separator", "\n", `what separates the texts to embed ("\n": one a line)`)

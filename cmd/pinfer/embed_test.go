@@ -14,10 +14,9 @@ import (
 	"github.com/pinfer/pinfer/ops"
 )
 
-// hiddenMean is the mean of the built-in model's final-norm rows for text,
-// from graph.Session.Hidden (whose logits graph's tests pin to PyTorch's),
-// and the last row.
-func hiddenMean(t *testing.T, text string) (mean, last []float64) {
+// hiddenRows are the built-in model's final-norm rows for text, from
+// graph.Session.Hidden (whose logits graph's tests pin to PyTorch's).
+func hiddenRows(t *testing.T, text string) [][]float64 {
 	path, err := models.DefaultModelPath()
 	require.NoError(t, err)
 	m, err := engine.Load(path, "")
@@ -25,37 +24,27 @@ func hiddenMean(t *testing.T, text string) (mean, last []float64) {
 	defer m.Close()
 	pool := ops.NewPool(1)
 	defer pool.Close()
-	ids := m.Encode(text)
-	hid, err := m.NewSession(64, pool).Hidden(ids)
+	hid, err := m.NewSession(64, pool).Hidden(m.Encode(text))
 	require.NoError(t, err)
-	mean = make([]float64, hid.Cols)
-	for r := range hid.Rows {
-		for c, x := range hid.Row(r) {
-			mean[c] += float64(x) / float64(hid.Rows)
+	rows := make([][]float64, hid.Rows)
+	for r := range rows {
+		for _, x := range hid.Row(r) {
+			rows[r] = append(rows[r], float64(x))
 		}
 	}
-	for _, x := range hid.Row(hid.Rows - 1) {
-		last = append(last, float64(x))
-	}
-	return mean, last
+	return rows
 }
 
-// hiddenFirst is the built-in model's final-norm row for BOS alone.
-func hiddenFirst(t *testing.T) []float64 {
-	path, err := models.DefaultModelPath()
-	require.NoError(t, err)
-	m, err := engine.Load(path, "")
-	require.NoError(t, err)
-	defer m.Close()
-	pool := ops.NewPool(1)
-	defer pool.Close()
-	hid, err := m.NewSession(8, pool).Hidden(m.Encode("")[:1])
-	require.NoError(t, err)
-	var row []float64
-	for _, x := range hid.Row(0) {
-		row = append(row, float64(x))
+// hiddenMean is the mean of text's hidden rows, and the last row.
+func hiddenMean(t *testing.T, text string) (mean, last []float64) {
+	rows := hiddenRows(t, text)
+	mean = make([]float64, len(rows[0]))
+	for _, row := range rows {
+		for c, x := range row {
+			mean[c] += x / float64(len(rows))
+		}
 	}
-	return row
+	return mean, rows[len(rows)-1]
 }
 
 func unitF(v []float64) []float64 {
@@ -113,9 +102,19 @@ func TestEmbed(t *testing.T) {
 	require.Zero(t, code, stderr)
 	require.NoError(t, json.Unmarshal([]byte(out), &arr))
 	require.Len(t, arr, 2)
-	bos := hiddenFirst(t)
+	bos := hiddenRows(t, "")[0]
 	require.InDeltaSlice(t, bos, arr[0], 1e-5)
 	require.InDeltaSlice(t, bos, arr[1], 1e-5)
+
+	// none: every token's row, part after part, each normalized.
+	out, stderr, code = pinfer(t, "embed", "-p", "JULIET:\nROMEO: What say you?", "--pooling", "none", "--embd-output-format", "array")
+	require.Zero(t, code, stderr)
+	require.NoError(t, json.Unmarshal([]byte(out), &arr))
+	want := append(hiddenRows(t, "JULIET:"), hiddenRows(t, "ROMEO: What say you?")...)
+	require.Len(t, arr, len(want))
+	for i := range want {
+		require.InDeltaSlice(t, unitF(want[i]), arr[i], 1e-5, "token %d", i)
+	}
 
 	// The text form: a line per vector, then the similarities.
 	out, stderr, code = pinfer(t, "embed", "-p", "JULIET:\nROMEO:")
