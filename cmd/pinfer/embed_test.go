@@ -2,7 +2,9 @@ package main
 
 import (
 	"encoding/json"
+	"io"
 	"math"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -10,6 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pinfer/pinfer/engine"
+	"github.com/pinfer/pinfer/gguf"
+	"github.com/pinfer/pinfer/internal/fixtures"
 	"github.com/pinfer/pinfer/models"
 	"github.com/pinfer/pinfer/ops"
 )
@@ -145,4 +149,33 @@ func TestEmbed(t *testing.T) {
 		require.NotZero(t, code, args)
 		require.Equal(t, 1, strings.Count(strings.TrimSpace(stderr), "\n")+1, "%s: %s", args, stderr)
 	}
+}
+
+// An empty part of a model that adds no BOS has no tokens: one line
+// naming the part, where the others still embed.
+func TestEmbedEmptyPartWithoutBOS(t *testing.T) {
+	src, err := gguf.Open(fixtures.Path(t, "stories260K", "stories260K.gguf"))
+	require.NoError(t, err)
+	defer src.Close()
+	w := gguf.NewWriter()
+	for _, kv := range src.KVs {
+		require.NoError(t, w.Set(kv.Key, kv.Value))
+	}
+	require.NoError(t, w.Set("tokenizer.ggml.add_bos_token", false))
+	for i := range src.Tensors {
+		ti := &src.Tensors[i]
+		data := src.Data(ti)
+		require.NoError(t, w.AddTensor(ti.Name, ti.Type, ti.Dims, func(o io.Writer) error { _, err := o.Write(data); return err }))
+	}
+	path := filepath.Join(t.TempDir(), "nobos.gguf")
+	require.NoError(t, w.WriteFile(path, nil))
+
+	out, stderr, code := pinfer(t, "embed", "-m", path, "-p", "Once<#>upon", "--embd-separator", "<#>", "--embd-output-format", "array")
+	require.Zero(t, code, stderr)
+	var arr [][]float64
+	require.NoError(t, json.Unmarshal([]byte(out), &arr))
+	require.Len(t, arr, 2)
+	_, stderr, code = pinfer(t, "embed", "-m", path, "-p", "Once<#><#>upon", "--embd-separator", "<#>")
+	require.NotZero(t, code)
+	require.Equal(t, "pinfer: part 1 of the text has no tokens", strings.TrimSpace(stderr))
 }
