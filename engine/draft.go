@@ -78,7 +78,7 @@ type Drafter interface {
 type Lookup struct{}
 
 // Propose is draft over text.
-func (Lookup) Propose(text []int, k int) ([]int, error) { return draft(nil, text, k), nil }
+func (Lookup) Propose(text []int, k int) ([]int, error) { return lookupIn(text, k), nil }
 
 // Propose drafts up to k tokens to follow text, the tokens the model's
 // cache holds and the one just picked: the draft model's greedy tokens,

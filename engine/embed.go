@@ -2,6 +2,7 @@ package engine
 
 import (
 	"math"
+	"slices"
 
 	"github.com/pinfer/pinfer/graph"
 )
@@ -40,7 +41,7 @@ func (m *Model) Embed(r *graph.Runner, sess *graph.Session, ids []int, pooling s
 	}
 	vecs := make([][]float32, hid.Rows)
 	for i := range vecs {
-		vecs[i] = Normalize(append([]float32(nil), hid.Data[i*hid.Cols:(i+1)*hid.Cols]...), norm)
+		vecs[i] = Normalize(slices.Clone(hid.Row(i)), norm)
 	}
 	return vecs, nil
 }

@@ -86,7 +86,8 @@ type Timings struct {
 	// of its token. The prompt's pass gives the first token and a last
 	// token needs none, so after N tokens there are N-1 (N when the text
 	// ends at an end-of-text token): the per-token figures divide by them,
-	// as llama.cpp's "eval time ... runs" does.
+	// as llama.cpp's "eval time ... runs" does (the server's divide by the
+	// tokens, as llama-server's: Timings.FillBy).
 	EvalRuns int `json:"predicted_runs"`
 	// DraftN and DraftNAccepted are llama-server's draft_n and
 	// draft_n_accepted: the tokens a draft model drafted for a server
@@ -320,8 +321,10 @@ func drafter(opt Options, res *Result, sess *graph.Session) (int, func(id, k int
 	case opt.Lookup > 0:
 		return opt.Lookup, func(_, k int) ([]int, error) { return draft(res.PromptTokens, res.Tokens, k), nil }, nil
 	case opt.Draft != nil:
+		var text []int // reused from token to token
 		return cmp.Or(opt.DraftMax, DefaultDraftMax), func(id, k int) ([]int, error) {
-			return opt.Draft.Propose(append(slices.Clone(sess.Tokens()), id), k)
+			text = append(append(text[:0], sess.Tokens()...), id)
+			return opt.Draft.Propose(text, k)
 		}, nil
 	}
 	return 0, nil, nil
@@ -340,7 +343,14 @@ func draft(prompt, out []int, k int) []int {
 	if k <= 0 {
 		return nil
 	}
-	text := append(append(make([]int, 0, len(prompt)+len(out)), prompt...), out...)
+	return lookupIn(append(append(make([]int, 0, len(prompt)+len(out)), prompt...), out...), k)
+}
+
+// lookupIn is draft over one text.
+func lookupIn(text []int, k int) []int {
+	if k <= 0 {
+		return nil
+	}
 	for n := min(lookupNgram, len(text)-1); n >= lookupMin; n-- {
 		tail := text[len(text)-n:]
 		for i := len(text) - n - 1; i >= 0; i-- {
@@ -380,14 +390,19 @@ func (m *Model) shift(sess *graph.Session, res *Result, keep, id int) (*ops.Tens
 	return sess.Forward(append(run, id), false)
 }
 
-// Fill derives the per-token and per-second figures from the counts and times.
-func (t *Timings) Fill() {
+// Fill derives the per-token and per-second figures from the counts and
+// times, eval's over its runs, as llama.cpp's "eval time ... runs" does.
+func (t *Timings) Fill() { t.FillBy(t.EvalRuns) }
+
+// FillBy is Fill with eval's figures over n (llama-server divides by the
+// tokens it decoded, not by the passes; 0: none).
+func (t *Timings) FillBy(n int) {
 	if t.PromptN > 0 && t.PromptMs > 0 {
 		t.PromptPerToken = t.PromptMs / float64(t.PromptN)
 		t.PromptPerSecond = 1000 / t.PromptPerToken
 	}
-	if t.EvalRuns > 0 && t.EvalMs > 0 {
-		t.EvalPerToken = t.EvalMs / float64(t.EvalRuns)
+	if n > 0 && t.EvalMs > 0 {
+		t.EvalPerToken = t.EvalMs / float64(n)
 		t.EvalPerSecond = 1000 / t.EvalPerToken
 	}
 }

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"time"
@@ -43,6 +44,7 @@ type slot struct {
 	dlen    engine.DraftLen
 	drafted []int
 	ahead   []int
+	text    []int // what the draft follows, kept to reuse its memory
 }
 
 // loop is the scheduler: the one goroutine that runs the model. Each turn it
@@ -209,6 +211,9 @@ func (s *Server) prefill(sl *slot, j *job) {
 		sl.smp.Accept(id)
 	}
 	sl.dlen = engine.NewDraftLen(j.params.spec.nmax)
+	if d, ok := sl.spec.(*engine.Draft); ok {
+		d.PMin = j.params.spec.pmin
+	}
 	// A grammar read the first piece's space: the text keeps it (engine).
 	sl.stream = s.model.Tok.NewStream(j.firstPiece && j.params.grammar == nil)
 	sl.stop = stopper{stops: j.params.stops}
@@ -305,32 +310,25 @@ func (s *Server) step(busy []*slot) {
 	if len(live) == 0 {
 		return
 	}
+	// Each slot's rows of the logits: its tokens' when any slot drafted
+	// (all), else its last one's, one a slot.
 	seqs := make([]*graph.Session, len(live))
 	toks := make([][]int, len(live))
-	all := false
+	rows := make([]int, len(live))
+	r := 0
 	for k, sl := range live {
-		seqs[k], toks[k] = sl.sess, append([]int{sl.next}, sl.drafted...)
-		all = all || len(sl.drafted) > 0
+		seqs[k], toks[k], rows[k] = sl.sess, append([]int{sl.next}, sl.drafted...), r
+		r += len(toks[k])
 	}
+	all := r > len(live)
 	logits, err := s.runner.Forward(seqs, toks, all)
 	s.metrics.steps.Add(1)
 	s.metrics.stepRows.Add(int64(len(live)))
 	if err != nil {
 		for _, sl := range live {
-			sl.drafted = nil
-			s.release(sl, finishError, err)
+			s.release(sl, finishError, err) // which drops sl.drafted
 		}
 		return
-	}
-	// Each slot's rows: its tokens' with all, else its last one's.
-	rows := make([]int, len(live))
-	for k, r := 1, 0; k < len(live); k++ {
-		if all {
-			r += len(toks[k-1])
-		} else {
-			r++
-		}
-		rows[k] = r
 	}
 	// Each slot samples with its own sampler from its own rows, so the
 	// samplers (a sort over the vocabulary each, when temperature > 0) run
@@ -466,13 +464,10 @@ func (s *Server) release(sl *slot, reason string, err error) {
 	if !sl.started.IsZero() {
 		t.EvalMs = msSince(sl.started)
 	}
-	t.Fill()
 	// llama-server's speeds divide by the tokens (its n_decoded), not by the
-	// passes as run's do: with a draft, a pass gives several.
-	if t.EvalN > 0 && t.EvalMs > 0 {
-		t.EvalPerToken = t.EvalMs / float64(t.EvalN)
-		t.EvalPerSecond = 1000 / t.EvalPerToken
-	}
+	// passes as run's do: with a draft, a pass gives several. A request
+	// whose first pick ended it has none, and keeps run's figure.
+	t.FillBy(cmp.Or(t.EvalN, t.EvalRuns))
 	// A draft's positions past the text leave the cache, which then holds
 	// the prompt and the text only (the next request's prompt cache).
 	s.dropAhead(sl)

@@ -15,7 +15,6 @@ package server
 
 import (
 	"fmt"
-	"slices"
 
 	"github.com/pinfer/pinfer/engine"
 	"github.com/pinfer/pinfer/ops"
@@ -47,9 +46,8 @@ func (s *Server) speculative(f *samplingFields) specParams {
 	if f.SpecPMin != nil {
 		p.pmin = *f.SpecPMin
 	}
-	p.nmin = max(min(p.nmax, p.nmin), 0)
 	p.nmax = min(max(p.nmax, 0), s.nctx)
-	p.nmin = min(p.nmin, p.nmax)
+	p.nmin = min(max(p.nmin, 0), p.nmax)
 	return p
 }
 
@@ -105,10 +103,8 @@ func (s *Server) propose(sl *slot) ([]int, error) {
 	if want < least {
 		return nil, nil
 	}
-	if d, ok := sl.spec.(*engine.Draft); ok {
-		d.PMin = sp.pmin
-	}
-	d, err := sl.spec.Propose(append(slices.Clone(sl.sess.Tokens()), sl.next), want)
+	sl.text = append(append(sl.text[:0], sl.sess.Tokens()...), sl.next)
+	d, err := sl.spec.Propose(sl.text, want)
 	if err != nil || len(d) < least {
 		return nil, err
 	}

@@ -28,6 +28,8 @@ func (f *draftFlags) add(c *cobra.Command) {
 
 func (f *draftFlags) check(lookup int) error {
 	switch {
+	case lookup < 0:
+		return fmt.Errorf("--lookup %d: want a count of tokens to draft, or 0 for none", lookup)
 	case f.path == "":
 		return nil
 	case lookup > 0:

@@ -205,9 +205,6 @@ func runCmd() *cobra.Command {
 			if err := pc.check(cmd, cnv); err != nil {
 				return err
 			}
-			if lookup < 0 {
-				return fmt.Errorf("--lookup %d: want a count of tokens to draft, or 0 for none", lookup)
-			}
 			if err := df.check(lookup); err != nil {
 				return err
 			}

@@ -44,9 +44,6 @@ func serveCmd() *cobra.Command {
 			if grace < 0 {
 				return fmt.Errorf("--shutdown-timeout %v: want 0 or more", grace)
 			}
-			if cfg.Lookup < 0 {
-				return fmt.Errorf("--lookup %d: want a count of tokens to draft, or 0 for none", cfg.Lookup)
-			}
 			if err := df.check(cfg.Lookup); err != nil {
 				return err
 			}
