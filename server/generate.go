@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"net/http"
 	"strings"
 	"time"
@@ -32,7 +31,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	}
 	var tp *toolPlan
 	if e == nil {
-		tp, e = s.toolSetup(&g, tools, &req.samplingFields, false)
+		tp, e = s.toolSetup(&g, tools, &req.samplingFields)
 	}
 	if e != nil {
 		writeError(w, e)
@@ -193,20 +192,6 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, f *samplingFie
 	head.Usage = newUsage(len(j.prompt), n, t)
 	head.Timings = &t
 	writeJSON(w, http.StatusOK, head)
-}
-
-// renderChat renders a conversation with the chat template.
-func (s *Server) renderChat(msgs []ChatMessage) (string, *apiError) {
-	prompt, err := s.chat.Prompt(msgs)
-	if err == nil {
-		return prompt, nil
-	}
-	// raise_exception is the template refusing this conversation, which
-	// the client can fix; any other error is in the model's template.
-	if errors.As(err, new(*raised)) {
-		return "", badRequest("messages", "invalid_conversation", "%v", err)
-	}
-	return "", newError(http.StatusInternalServerError, "server_error", "chat_template_error", "the model's tokenizer.chat_template failed: %v", err)
 }
 
 // submit queues the job for the scheduler, which every generation request

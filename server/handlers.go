@@ -125,7 +125,7 @@ func (s *Server) applyTemplate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// With tools, the prompt a chat request with them renders (tools.go).
-	tp, e := s.toolSetup(&genParams{}, toolRequest{req.Tools, req.ToolChoice, req.ParallelToolCalls}, nil, false)
+	tp, e := s.toolSetup(&genParams{}, toolRequest{req.Tools, req.ToolChoice, req.ParallelToolCalls}, nil)
 	if e != nil {
 		writeError(w, e)
 		return

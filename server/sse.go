@@ -67,15 +67,14 @@ func (s *Server) stream(w http.ResponseWriter, j *job, head completion, chat boo
 		var lps [][]tokenLogprob
 		pieces, lps, fin = j.takeLogprobs()
 		for i, p := range pieces {
+			lw.add(p, lps[i])
 			if tp != nil {
-				lw.add(p, lps[i])
 				if !sendDeltas(tp.deltas(p, false)) {
 					return
 				}
 				continue
 			}
 			c := chunk(&p, "", nil)
-			lw.add(p, lps[i])
 			c.Choices[0].Logprobs = lw.flush(false)
 			if !send(c) {
 				return

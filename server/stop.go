@@ -41,12 +41,7 @@ func (s *stopper) add(text string) (out string, hit bool) {
 	}
 	keep := 0
 	for _, st := range s.stops.words {
-		for l := min(len(st)-1, len(buf)); l > keep; l-- {
-			if strings.HasSuffix(buf, st[:l]) {
-				keep = l
-				break
-			}
-		}
+		keep = max(keep, heldPrefix(buf, st))
 	}
 	s.held = buf[len(buf)-keep:]
 	return buf[:len(buf)-keep], false

@@ -87,8 +87,8 @@ func (p *toolPlan) active() bool { return p != nil && p.choice != "none" && len(
 
 // parseTools reads tools, tool_choice and parallel_tool_calls. nil when
 // there are no tools and the choice asks for none.
-func parseTools(t toolRequest, defaultParallel bool) (*toolPlan, *apiError) {
-	p := &toolPlan{choice: "auto", parallel: defaultParallel}
+func parseTools(t toolRequest) (*toolPlan, *apiError) {
+	p := &toolPlan{choice: "auto"} // parallel calls off unless asked, as llama-server's
 	if t.parallel != nil {
 		p.parallel = *t.parallel
 	}
@@ -158,21 +158,20 @@ func parseTools(t toolRequest, defaultParallel bool) (*toolPlan, *apiError) {
 	}
 	if len(p.funcs) == 0 {
 		if p.choice == "required" {
-			return nil, badRequest("tool_choice", "invalid_value", "tool_choice %s needs tools", jsonText(mustDecode(t.choice)))
+			// (a named function is one of the tools: parseTools checked it)
+			return nil, badRequest("tool_choice", "invalid_value", `tool_choice "required" needs tools`)
 		}
 		return nil, nil
 	}
 	return p, nil
 }
 
-func mustDecode(raw json.RawMessage) any { v, _ := decodeOrdered(raw, false); return v }
-
 // toolSetup reads a chat request's tools and, when the model may call
 // them, constrains its reply: g.grammar becomes the tools' grammar (a
 // response_format or json_schema then constrains the response) and
 // g.tools the plan the reply is parsed by.
-func (s *Server) toolSetup(g *genParams, t toolRequest, f *samplingFields, defaultParallel bool) (*toolPlan, *apiError) {
-	p, e := parseTools(t, defaultParallel)
+func (s *Server) toolSetup(g *genParams, t toolRequest, f *samplingFields) (*toolPlan, *apiError) {
+	p, e := parseTools(t)
 	if e != nil || !p.active() {
 		return p, e
 	}
@@ -676,12 +675,7 @@ func writeOrdered(b *bytes.Buffer, v any) {
 }
 
 // jsonText is a decoded value as compact JSON, for messages.
-func jsonText(v any) string {
-	if v == nil {
-		return "null"
-	}
-	return string(encodeOrdered(v))
-}
+func jsonText(v any) string { return string(encodeOrdered(v)) }
 
 // parseToolCalls reads the tool_calls of messages[i]: OpenAI's
 // [{"id", "type": "function", "function": {"name", "arguments": "{...}"}}]
@@ -811,7 +805,8 @@ func genericCallsText(calls []any, content string) string {
 // user message instead.
 func (s *Server) toolPrompt(msgs []ChatMessage, p *toolPlan) (string, *apiError) {
 	if p == nil {
-		return s.renderChat(msgs)
+		prompt, err := s.chat.Prompt(msgs)
+		return prompt, templateError(err)
 	}
 	if p.active() && !p.hermes {
 		note := p.genericNote(strings.Contains(s.chat.Source, "tools"))
@@ -828,7 +823,9 @@ func (s *Server) toolPrompt(msgs []ChatMessage, p *toolPlan) (string, *apiError)
 	return prompt, templateError(err)
 }
 
-// templateError is renderChat's reading of a template's failure.
+// templateError reads a template's failure: raise_exception is the
+// template refusing this conversation, which the client can fix; any
+// other error is in the model's template.
 func templateError(err error) *apiError {
 	if err == nil {
 		return nil
@@ -1416,7 +1413,7 @@ func (tp *toolParser) ollamaMessage(text string) *ollamaOut {
 // no tool_choice: the model calls one if it likes, as the OpenAI side's
 // default allows); format then constrains the generic format's response.
 func (s *Server) ollamaTools(g *genParams, tools []json.RawMessage, format json.RawMessage) (*toolPlan, *apiError) {
-	p, e := parseTools(toolRequest{tools: tools}, false)
+	p, e := parseTools(toolRequest{tools: tools})
 	if e != nil || !p.active() {
 		return p, e
 	}
