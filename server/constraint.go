@@ -47,27 +47,37 @@ func constraint(f *samplingFields) (*grammar.Grammar, *apiError) {
 		return nil, nil
 	case given[0] == "grammar":
 		return compile("grammar", *f.Grammar)
-	case given[0] == "json_schema":
-		return fromSchema("json_schema", f.JSONSchema)
 	}
-	switch rf.Type {
-	case "json_object":
-		if present(rf.Schema) {
-			return fromSchema("response_format.schema", rf.Schema)
-		}
+	if param, schema := requestSchema(f); schema != nil {
+		return fromSchema(param, schema)
+	}
+	if rf.Type == "json_object" {
 		return compile("response_format", grammar.JSON)
-	case "json_schema":
-		if rf.JSONSchema != nil && present(rf.JSONSchema.Schema) {
-			return fromSchema("response_format.json_schema.schema", rf.JSONSchema.Schema)
-		}
-		if present(rf.Schema) { // llama-server takes it here too
-			return fromSchema("response_format.schema", rf.Schema)
-		}
-		// OpenAI's json_schema.schema is optional; llama-server reads
-		// its absence as the empty schema, which any JSON value matches.
-		return fromSchema("response_format", json.RawMessage(`{}`))
 	}
 	return nil, badRequest("response_format", "invalid_value", `response_format type %s is not one of "text", "json_object", "json_schema"`, quote(rf.Type))
+}
+
+// requestSchema is the schema that json_schema or response_format gives a
+// request's text, and the field that gave it; nil for none, and for
+// response_format json_object without a schema (any JSON object). The
+// constraint and the tools' response (responseSchema) read it alike.
+func requestSchema(f *samplingFields) (string, json.RawMessage) {
+	if present(f.JSONSchema) {
+		return "json_schema", f.JSONSchema
+	}
+	rf := f.ResponseFormat
+	switch {
+	case rf == nil:
+	case rf.Type == "json_schema" && rf.JSONSchema != nil && present(rf.JSONSchema.Schema):
+		return "response_format.json_schema.schema", rf.JSONSchema.Schema
+	case (rf.Type == "json_schema" || rf.Type == "json_object") && present(rf.Schema):
+		return "response_format.schema", rf.Schema // llama-server takes it for json_schema too
+	case rf.Type == "json_schema":
+		// OpenAI's json_schema.schema is optional; llama-server reads its
+		// absence as the empty schema, which any JSON value matches.
+		return "response_format", json.RawMessage(`{}`)
+	}
+	return "", nil
 }
 
 // ollamaFormat is ollama's format: "json" (any JSON object) or a schema.

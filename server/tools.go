@@ -36,6 +36,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf16"
@@ -226,20 +227,11 @@ func responseSchema(f *samplingFields) json.RawMessage {
 	if f == nil {
 		return nil
 	}
-	if present(f.JSONSchema) {
-		return f.JSONSchema
+	if _, s := requestSchema(f); s != nil {
+		return s
 	}
-	rf := f.ResponseFormat
-	switch {
-	case rf == nil:
-	case rf.Type == "json_schema" && rf.JSONSchema != nil && present(rf.JSONSchema.Schema):
-		return rf.JSONSchema.Schema
-	case (rf.Type == "json_schema" || rf.Type == "json_object") && present(rf.Schema):
-		return rf.Schema
-	case rf.Type == "json_object":
+	if rf := f.ResponseFormat; rf != nil && rf.Type == "json_object" {
 		return json.RawMessage(`{"type":"object"}`)
-	case rf.Type == "json_schema":
-		return json.RawMessage(`{}`)
 	}
 	return nil
 }
@@ -263,7 +255,7 @@ func (p *toolPlan) callsSchema() (call *dict, defs *dict) {
 		params := rebaseRefs(f.params, "#/$defs/"+id).(*dict)
 		delete(params.m, "$id") // allowed at a root only, which it no longer is
 		delete(params.m, "$schema")
-		params.keys = without(params.keys, "$id", "$schema")
+		params.keys = slices.DeleteFunc(params.keys, func(k string) bool { return k == "$id" || k == "$schema" })
 		if _, typed := params.m["type"]; !typed {
 			params.set("type", "object") // arguments are an object
 		}
@@ -298,20 +290,6 @@ func object(props *dict, req ...string) *dict {
 	d.set("required", r)
 	d.set("additionalProperties", false)
 	return d
-}
-
-func without(keys []string, drop ...string) []string {
-	out := keys[:0:0]
-	for _, k := range keys {
-		keep := true
-		for _, d := range drop {
-			keep = keep && k != d
-		}
-		if keep {
-			out = append(out, k)
-		}
-	}
-	return out
 }
 
 // grammarSource is the GBNF of the reply.
