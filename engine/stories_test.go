@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"encoding/json"
 	"math"
 	"os"
 	"testing"
@@ -70,25 +69,7 @@ func TestStories260KCacheF16(t *testing.T) {
 	require.Error(t, m.Prog.NewSession(8, nil).SetKVType(ops.Q4_0))
 }
 
-// traceStep is one step of llama.cpp's greedy trace of stories260K.
-type traceStep struct {
-	Pos        int          `json:"pos"`
-	InputToken int          `json:"input_token"`
-	NextToken  int          `json:"next_token"`
-	Top5       [][2]float64 `json:"top5"`
-}
+type traceStep = fixtures.TraceStep
 
 // readTrace returns the trace's steps (at least 200).
-func readTrace(t *testing.T) []traceStep {
-	var trace struct {
-		Runs []struct {
-			Positions []traceStep `json:"positions"`
-		} `json:"runs"`
-	}
-	b, err := os.ReadFile(fixtures.Path(t, "stories260K", "greedy_trace.json"))
-	require.NoError(t, err)
-	require.NoError(t, json.Unmarshal(b, &trace))
-	steps := trace.Runs[0].Positions
-	require.GreaterOrEqual(t, len(steps), 200)
-	return steps
-}
+func readTrace(t *testing.T) []traceStep { return fixtures.StoriesTrace(t, 200) }

@@ -31,6 +31,14 @@ type Program struct {
 	Vocab  int                 // width of the logits
 	Layers []*predictors.Layer // every FFN of the sparse nodes, in execution order
 
+	// StateOf, where set, is the program this one stands in for, whose
+	// per-position state its node StateAt keeps (an ops.HeldState: a
+	// device executor's step holds the source program's KV caches on the
+	// GPU). State files name StateOf and its nodes, so that each program
+	// restores the other's.
+	StateOf *Program
+	StateAt int
+
 	file *gguf.File // the model, which a saved state names (state.go)
 }
 

@@ -38,7 +38,10 @@ import (
 // n tokens restores into any session of the same model, graph and KV type
 // whose context holds n. A node's state is any ops.PosState (attention's
 // KV cache, head-major: each plane's runs are its kv heads), written and
-// read by one code path over its planes.
+// read by one code path over its planes. A program that stands in for
+// another (Program.StateOf: the device executor's step, its caches on the
+// GPU) writes and reads the other's nodes through host planes, so that a
+// file crosses between them.
 
 // stateMagic opens a state file; StateVersion is the format it has.
 const (
@@ -173,10 +176,87 @@ func (s *Session) planes(i int, create bool) ([]ops.Plane, error) {
 	return ps.Planes(), nil
 }
 
+// stateProg is the program whose nodes the session's state files name:
+// the one it stands in for, if any (Program.StateOf).
+func (p *Program) stateProg() *Program {
+	if p.StateOf != nil {
+		return p.StateOf
+	}
+	return p
+}
+
+// saved is a state node (its index in stateProg's Nodes) and its planes.
+type saved struct {
+	node   int
+	planes []ops.Plane
+}
+
+// savedNodes returns every state node's planes, which hold the session's
+// positions.
+func (s *Session) savedNodes() ([]saved, error) {
+	if s.p.StateOf != nil {
+		return s.heldNodes()
+	}
+	want := s.p.stateNodes()
+	var nodes []saved
+	for i := range s.p.Nodes {
+		if s.state[i] == nil && !slices.Contains(want, i) {
+			continue
+		}
+		// A state of another kind fails here: the file would hold the
+		// tokens without their caches.
+		ps, err := s.planes(i, false)
+		if err != nil {
+			return nil, err
+		}
+		if ps == nil || !slices.Contains(want, i) {
+			return nil, fmt.Errorf("%s: op %s: no cache to save after %d positions", s.p.Nodes[i].Where, s.p.Nodes[i].Op.Name, s.pos)
+		}
+		nodes = append(nodes, saved{i, ps})
+	}
+	return nodes, nil
+}
+
+// heldNodes is savedNodes for a program that stands in for another: the
+// planes that a restore left, or the held state's positions downloaded
+// into host planes of the source's layout.
+func (s *Session) heldNodes() ([]saved, error) {
+	src, at := s.p.StateOf, s.p.StateAt
+	want := src.stateNodes()
+	var planes [][]ops.Plane
+	switch st := s.state[at].(type) {
+	case *ops.Restored:
+		planes = st.Planes
+	case ops.HeldState:
+		planes = src.hostPlanes(want, s.pos, s.kv)
+		if err := st.Download(planes, s.pos); err != nil {
+			return nil, fmt.Errorf("%s: %v", s.p.Nodes[at].Where, err)
+		}
+	default:
+		return nil, fmt.Errorf("%s: op %s: no cache to save after %d positions", s.p.Nodes[at].Where, s.p.Nodes[at].Op.Name, s.pos)
+	}
+	nodes := make([]saved, len(want))
+	for k, i := range want {
+		nodes[k] = saved{i, planes[k]}
+	}
+	return nodes, nil
+}
+
+// hostPlanes makes, for each of nodes, the planes of an empty state of n
+// positions of kv: what a held state is read into and written from.
+func (p *Program) hostPlanes(nodes []int, n int, kv ops.DType) [][]ops.Plane {
+	out := make([][]ops.Plane, len(nodes))
+	for k, i := range nodes {
+		nd := p.Nodes[i]
+		out[k] = nd.Op.NewState(ops.Row{NCtx: n, KV: kv}, p.inWidths(nd), nd.A).Planes()
+	}
+	return out
+}
+
 // SaveState writes the session's tokens and the state of its positions
 // (the format above) and returns the bytes written.
 func (s *Session) SaveState(w io.Writer) (int64, error) {
-	id := s.p.stateID()
+	id := s.p.stateProg().stateID()
 	if len(id.graph) > maxGraphName {
 		return 0, fmt.Errorf("graph name of %d bytes: at most %d", len(id.graph), maxGraphName)
 	}
@@ -191,27 +271,11 @@ func (s *Session) SaveState(w io.Writer) (int64, error) {
 	sw.u32(uint32(s.nctx))
 	sw.u32(uint32(s.kv))
 	sw.u32(uint32(s.pos))
-	type saved struct {
-		node   int
-		planes []ops.Plane
-	}
 	var nodes []saved
 	if s.pos > 0 {
-		want := s.p.stateNodes()
-		for i := range s.p.Nodes {
-			if s.state[i] == nil && !slices.Contains(want, i) {
-				continue
-			}
-			// A state of another kind (a device's) fails here: the file
-			// would hold the tokens without their caches.
-			ps, err := s.planes(i, false)
-			if err != nil {
-				return 0, err
-			}
-			if ps == nil || !slices.Contains(want, i) {
-				return 0, fmt.Errorf("%s: op %s: no cache to save after %d positions", s.p.Nodes[i].Where, s.p.Nodes[i].Op.Name, s.pos)
-			}
-			nodes = append(nodes, saved{i, ps})
+		var err error
+		if nodes, err = s.savedNodes(); err != nil {
+			return 0, err
 		}
 	}
 	sw.u32(uint32(len(nodes)))
@@ -284,7 +348,8 @@ func (s *Session) loadState(sr *stateReader) (int, error) {
 	if sr.err != nil {
 		return 0, sr.fail()
 	}
-	id := s.p.stateID()
+	src := s.p.stateProg()
+	id := src.stateID()
 	switch {
 	case size != uint64(id.size) || string(hash) != string(id.hash[:]):
 		return 0, &StateMismatchError{"model", fmt.Sprintf("the file's model is %d bytes, fingerprint %s; this one %d bytes, %s",
@@ -299,7 +364,7 @@ func (s *Session) loadState(sr *stateReader) (int, error) {
 			ntok, nctx, s.nctx)}
 	}
 	n := int(ntok)
-	want := s.p.stateNodes()
+	want := src.stateNodes()
 	if n == 0 {
 		want = nil // an empty session saves no caches
 	}
@@ -310,8 +375,9 @@ func (s *Session) loadState(sr *stateReader) (int, error) {
 	if nn != uint32(len(want)) {
 		return 0, &StateMismatchError{"layout", fmt.Sprintf("the file has %d cache nodes, this graph %d", nn, len(want))}
 	}
+	held := s.p.StateOf != nil // its state is replaced whole, below
 	for i, st := range s.state {
-		if _, ok := st.(ops.PosState); st != nil && (!ok || !slices.Contains(s.p.stateNodes(), i)) {
+		if _, ok := st.(ops.PosState); !held && st != nil && (!ok || !slices.Contains(s.p.stateNodes(), i)) {
 			return 0, fmt.Errorf("%s: op %s keeps a state (%T) that cannot be restored", s.p.Nodes[i].Where, s.p.Nodes[i].Op.Name, st)
 		}
 	}
@@ -337,10 +403,18 @@ func (s *Session) loadState(sr *stateReader) (int, error) {
 		}
 	}
 	planes := make([][]ops.Plane, len(want))
+	if held {
+		// Host planes of just the file's positions, uploaded when the
+		// held state's op next runs.
+		planes = src.hostPlanes(want, n, s.kv)
+	}
 	for k, i := range want {
-		ps, err := s.planes(i, true)
-		if err != nil {
-			return 0, err
+		ps := planes[k]
+		if !held {
+			var err error
+			if ps, err = s.planes(i, true); err != nil {
+				return 0, err
+			}
 		}
 		got := shapes[k]
 		match := len(got) == len(ps)
@@ -348,10 +422,10 @@ func (s *Session) loadState(sr *stateReader) (int, error) {
 			match = got[j] == shape{uint32(ps[j].Runs), uint32(ps[j].Width)}
 		}
 		if !match {
-			return 0, &StateMismatchError{"layout", fmt.Sprintf("%s: the file's cache is %v (runs, width), this graph's %v", s.p.Nodes[i].Where, got, shapesOf(ps))}
+			return 0, &StateMismatchError{"layout", fmt.Sprintf("%s: the file's cache is %v (runs, width), this graph's %v", src.Nodes[i].Where, got, shapesOf(ps))}
 		}
 		for _, pl := range ps {
-			if pl.NCtx < s.nctx {
+			if !held && pl.NCtx < s.nctx {
 				return 0, fmt.Errorf("%s: its cache holds %d positions, the session %d", s.p.Nodes[i].Where, pl.NCtx, s.nctx)
 			}
 		}
@@ -400,6 +474,9 @@ func (s *Session) loadState(sr *stateReader) (int, error) {
 			return 0, fmt.Errorf("reading the state file: %v", err)
 		}
 		return 0, badState("corrupt state file: bytes after its checksum")
+	}
+	if held && n > 0 {
+		s.state[s.p.StateAt], s.started = &ops.Restored{Planes: planes, N: n}, true
 	}
 	s.pos, s.toks = n, toks
 	return n, nil

@@ -3,7 +3,6 @@ package graph
 import (
 	"bytes"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"hash/crc32"
 	"os"
@@ -17,25 +16,9 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// traceStep is one step of llama.cpp's greedy trace of stories260K.
-type traceStep struct {
-	InputToken int          `json:"input_token"`
-	Top5       [][2]float64 `json:"top5"`
-}
+type traceStep = fixtures.TraceStep
 
-func storiesTrace(t testing.TB) []traceStep {
-	var trace struct {
-		Runs []struct {
-			Positions []traceStep `json:"positions"`
-		} `json:"runs"`
-	}
-	b, err := os.ReadFile(fixtures.Path(t, "stories260K", "greedy_trace.json"))
-	require.NoError(t, err)
-	require.NoError(t, json.Unmarshal(b, &trace))
-	steps := trace.Runs[0].Positions
-	require.GreaterOrEqual(t, len(steps), 60)
-	return steps
-}
+func storiesTrace(t testing.TB) []traceStep { return fixtures.StoriesTrace(t, 60) }
 
 // checkTop5 holds logits to llama.cpp's top five of the step, as the
 // engine's stories tests do.

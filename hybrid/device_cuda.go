@@ -79,7 +79,12 @@ type DeviceExec struct {
 
 type attnSpec struct{ kdim, vdim, nHead int }
 
-type devSession struct{ res *sessRes }
+// devSession is a session's Row.State: an ops.HeldState, whose KV caches
+// a saved session reads in the source program's layout.
+type devSession struct {
+	e   *DeviceExec
+	res *sessRes
+}
 
 // sessRes is what a session holds on the device; freed once the session is
 // collected (graph.Session has no close), which a weak pointer tells.
@@ -131,7 +136,7 @@ func NewDeviceExec(p *graph.Program, o DeviceOptions) (e *DeviceExec, err error)
 	}
 	op := &ops.Op{Name: "device_step", Doc: "the whole decode step on the GPU, one CUDA graph per session", Inputs: 2, LastRows: true, Run: e.run}
 	node := &graph.Node{Where: p.Nodes[p.Output].Where + " (all on the GPU)", ID: "device_step", Op: op, In: []int{-1, -2}, A: ops.Attrs{}, Cols: p.Vocab}
-	e.prog = &graph.Program{Spec: p.Spec, Params: p.Params, Nodes: []*graph.Node{node}, Output: 0, Vocab: p.Vocab, Layers: p.Layers}
+	e.prog = &graph.Program{Spec: p.Spec, Params: p.Params, Nodes: []*graph.Node{node}, Output: 0, Vocab: p.Vocab, Layers: p.Layers, StateOf: p}
 	switch {
 	case o.Log == nil:
 	case e.split == nil:
@@ -746,6 +751,7 @@ func (e *DeviceExec) session(r ops.Row) (*devSession, error) {
 	if s, ok := (*r.State).(*devSession); ok {
 		return s, nil
 	}
+	restored, _ := (*r.State).(*ops.Restored)
 	e.sweep()
 	res, err := e.newSession(r.NCtx)
 	if err != nil {
@@ -756,11 +762,67 @@ func (e *DeviceExec) session(r ops.Row) (*devSession, error) {
 			return nil, err
 		}
 	}
-	s := &devSession{res: res}
+	s := &devSession{e: e, res: res}
 	res.owner = weak.Make(s)
 	e.sessions = append(e.sessions, res)
+	if restored != nil {
+		if err := s.upload(restored); err != nil {
+			return nil, err
+		}
+	}
 	*r.State = s
 	return s, nil
+}
+
+// The caches' values, position-major on the device ([pos][kdim], as attn2
+// stores them), cross to and from the host planes of the source program's
+// attention nodes, which e.attn follows in order.
+
+// upload copies a restored session's positions into the caches.
+func (s *devSession) upload(r *ops.Restored) error {
+	if len(r.Planes) != len(s.res.kv) {
+		return fmt.Errorf("device executor: a restored state of %d caches, %d on the device", len(r.Planes), len(s.res.kv))
+	}
+	for k, kv := range s.res.kv {
+		for j, dst := range []*cuda.Buffer{kv.K, kv.V} {
+			pl := r.Planes[k][j]
+			buf := make([]float32, r.N*pl.Runs*pl.Width)
+			pl.PosMajor(buf, r.N)
+			if err := s.e.d.UploadF32(dst, buf); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// Download reads positions [0,n) of the caches into dst.
+func (s *devSession) Download(dst [][]ops.Plane, n int) error {
+	e := s.e
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return fmt.Errorf("device executor: closed")
+	}
+	if len(dst) != len(s.res.kv) {
+		return fmt.Errorf("device executor: %d caches asked for, %d on the device", len(dst), len(s.res.kv))
+	}
+	unbind, err := e.d.Bind()
+	if err != nil {
+		return err
+	}
+	defer unbind()
+	for k, kv := range s.res.kv {
+		for j, src := range []*cuda.Buffer{kv.K, kv.V} {
+			pl := dst[k][j]
+			buf := make([]float32, n*pl.Runs*pl.Width)
+			if err := e.d.DownloadF32(buf, src); err != nil {
+				return err
+			}
+			pl.SetPosMajor(buf, n)
+		}
+	}
+	return nil
 }
 
 func (e *DeviceExec) newSession(nctx int) (*sessRes, error) {
@@ -773,7 +835,7 @@ func (e *DeviceExec) newSession(nctx int) (*sessRes, error) {
 		}
 		res.kv = append(res.kv, kv)
 	}
-	s := &devSession{res: res}
+	s := &devSession{e: e, res: res}
 	lo := 0
 	ends := make([]int, 0, len(e.cuts)+1)
 	for _, c := range e.cuts {

@@ -146,3 +146,36 @@ func runAt(t *testing.T, level string, op *Op, ctx *Ctx) {
 	}
 	ctx.Pool.Close()
 }
+
+// A plane's position-major copy (a device cache's layout) is the k and v
+// rows as attention stored them, position after position, and SetPosMajor
+// puts them back where store did.
+func TestPlanePosMajor(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	for _, kv := range []DType{F32, F16} {
+		const nkv, kw, vw, n = 3, 12, 6, 5
+		c := newKVCache(Row{NCtx: 7, KV: kv}, nkv, kw, vw)
+		var ks, vs []float32
+		for p := range n {
+			k, v := make([]float32, kw), make([]float32, vw)
+			for i := range k {
+				k[i] = float32(r.IntN(64)-32) / 8 // exact in f16
+			}
+			for i := range v {
+				v[i] = float32(r.IntN(64)-32) / 8
+			}
+			c.store(p, nkv, k, v)
+			ks, vs = append(ks, k...), append(vs, v...)
+		}
+		d := newKVCache(Row{NCtx: n, KV: kv}, nkv, kw, vw)
+		for j, want := range [][]float32{ks, vs} {
+			got := make([]float32, len(want))
+			c.Planes()[j].PosMajor(got, n)
+			require.Equal(t, want, got, "%v plane %d", kv, j)
+			d.Planes()[j].SetPosMajor(want, n)
+			back := make([]float32, len(want))
+			d.Planes()[j].PosMajor(back, n)
+			require.Equal(t, want, back, "%v plane %d back", kv, j)
+		}
+	}
+}

@@ -127,6 +127,58 @@ type Plane struct {
 	Runs, Width, NCtx int
 }
 
+// HeldState is a Row.State kept where the host cannot read it (a GPU's KV
+// caches) for the state nodes of the program its op stands in for
+// (graph.Program.StateOf). A saved session reads it through host planes
+// in those nodes' layout, so that either program restores the other's
+// files.
+type HeldState interface {
+	// Download fills positions [0,n) of dst: per state node of the
+	// source program, in order, the planes its PosState would have.
+	Download(dst [][]Plane, n int) error
+}
+
+// Restored is the Row.State that a restored session leaves an op whose
+// state is held elsewhere: positions [0,N) of each of the source
+// program's state nodes, for the op to take up (upload) when it first
+// runs, and to save again as they are until then.
+type Restored struct {
+	Planes [][]Plane
+	N      int
+}
+
+// PosMajor copies positions [0,n) of pl into dst as n rows of Runs·Width
+// values, run by run within a row: a device cache's layout, position
+// first. SetPosMajor is its inverse.
+func (pl Plane) PosMajor(dst []float32, n int) { pl.crossRows(dst, n, false) }
+
+// SetPosMajor stores n position-major rows of src (PosMajor's layout) as
+// positions [0,n) of pl.
+func (pl Plane) SetPosMajor(src []float32, n int) { pl.crossRows(src, n, true) }
+
+// crossRows walks positions [0,n) of pl beside their position-major rows
+// in buf, copying into pl when in is set, else out of it.
+func (pl Plane) crossRows(buf []float32, n int, in bool) {
+	row, w := pl.Runs*pl.Width, pl.Width
+	for p := range n {
+		for g := range pl.Runs {
+			at, b := (g*pl.NCtx+p)*w, buf[p*row+g*w:][:w]
+			switch {
+			case in && pl.F16 != nil:
+				EncodeF16(pl.F16[at:at+w], b)
+			case in:
+				copy(pl.F32[at:at+w], b)
+			case pl.F16 != nil:
+				for i, h := range pl.F16[at : at+w] {
+					b[i] = F16ToF32(h)
+				}
+			default:
+				copy(b, pl.F32[at:at+w])
+			}
+		}
+	}
+}
+
 // Op is one registered operator: its signature, shape rule and kernel.
 type Op struct {
 	Name    string

@@ -269,12 +269,6 @@ func TestShakespeareQuantizedMatchesPyTorch(t *testing.T) {
 	}
 }
 
-type traceStep struct {
-	InputToken int          `json:"input_token"`
-	NextToken  int          `json:"next_token"`
-	Top5       [][2]float64 `json:"top5"`
-}
-
 // llama.cpp's own f32 GGUF of stories260K quantized to q8_0 (ffn_down, rows
 // of 172, falls back to f16) against llama.cpp's f32 run of it. Fed the
 // reference's tokens, every step's top-5 logits stay within 0.4 of
@@ -301,15 +295,7 @@ func TestStories260KQ8(t *testing.T) {
 			assert.Equal(t, ops.Q8_0, ti.Type, ti.Name)
 		}
 	}
-	var trace struct {
-		Runs []struct {
-			Positions []traceStep `json:"positions"`
-		} `json:"runs"`
-	}
-	b, err := os.ReadFile(fixtures.Path(t, "stories260K", "greedy_trace.json"))
-	require.NoError(t, err)
-	require.NoError(t, json.Unmarshal(b, &trace))
-	steps := trace.Runs[0].Positions[:200]
+	steps := fixtures.StoriesTrace(t, 200)[:200]
 	want, err := os.ReadFile(fixtures.Path(t, "stories260K", "expected_t0_n200.txt"))
 	require.NoError(t, err)
 

@@ -240,10 +240,6 @@ func runCmd() *cobra.Command {
 				return err
 			}
 			defer release()
-			if pc.path != "" && m.Host != nil {
-				// Refused before the text, not when saving after it.
-				return fmt.Errorf("--prompt-cache %s: the step runs on the GPU, whose KV cache cannot be saved; run it without --vram-budget", pc.path)
-			}
 			opt := engine.Options{Prompt: prompt, N: n, Ctx: nctx, Threads: mf.threads, Sample: sp, TopLogits: topLogits, Predictor: pred, PromptIDs: ids, Grammar: gram, ContextShift: shift && n != -2, Keep: keep, Lookup: lookup}
 			if df.path != "" {
 				pool := ops.NewPool(mf.threads)
