@@ -32,6 +32,9 @@ type Chat struct {
 	bos, eos string
 	Builtin  bool   // the file has no template: DefaultChatTemplate is used
 	Source   string // the template's text
+	// hermes: the template writes tool calls in the Hermes format
+	// (<tool_call> blocks), which the tools' grammar and parser follow.
+	hermes bool
 }
 
 // NewChat reads the model's tokenizer.chat_template, or uses the default.
@@ -44,7 +47,7 @@ func NewChat(m *engine.Model, template string) (*Chat, error) {
 	case err != nil || strings.TrimSpace(src) == "":
 		src, c.Builtin = DefaultChatTemplate, true
 	}
-	c.Source = src
+	c.Source, c.hermes = src, !c.Builtin && strings.Contains(src, hermesOpen)
 	if c.tpl, err = ParseTemplate(src); err != nil {
 		return nil, err
 	}

@@ -190,7 +190,7 @@ func (s *Server) toolSetup(g *genParams, t toolRequest, f *samplingFields) (*too
 // the schema of a response (respParam's), is the generic format's: the
 // Hermes format's text is free, and one asked for is refused.
 func (s *Server) toolGrammar(g *genParams, p *toolPlan, resp json.RawMessage, respParam string) *apiError {
-	p.hermes = s.chat != nil && !s.chat.Builtin && strings.Contains(s.chat.Source, hermesOpen)
+	p.hermes = s.chat != nil && s.chat.hermes
 	if p.hermes && resp != nil && p.choice != "required" {
 		return badRequest(respParam, "unsupported_value", "%s cannot be used with tools under this chat template: its tool calls (<tool_call>) follow free text, which a schema cannot hold", respParam)
 	}
@@ -1292,24 +1292,36 @@ func (tp *toolParser) unparsedRest(final bool, sentCalls int) (string, bool) {
 	return s, true
 }
 
+// advance adds the next piece of the reply and parses the text so far:
+// text is the content the stream has yet to send, calls the calls so far,
+// ok whether the text is the format. When it is not, text is the reply's
+// rest once final (unparsedRest; sent counts the calls the stream gave).
+func (tp *toolParser) advance(piece string, final bool, sent int) (text string, calls []parsedCall, ok bool) {
+	tp.text.WriteString(piece)
+	content, calls, ok := tp.parse(final)
+	if !ok {
+		text, _ = tp.unparsedRest(final, sent)
+		return text, nil, false
+	}
+	if len(content) > tp.sentContent {
+		text = content[tp.sentContent:]
+		tp.sentContent = len(content)
+	}
+	return text, calls, true
+}
+
 // deltas takes the next piece of the reply and returns the stream's
 // deltas it makes: text, a call's start (index, id, type, name, and ""
 // for arguments, as llama-server's), pieces of a call's arguments. final
 // (with the last piece, or none) lets go of what was held back.
 func (tp *toolParser) deltas(piece string, final bool) []*chatOut {
-	tp.text.WriteString(piece)
-	content, calls, ok := tp.parse(final)
-	if !ok {
-		if s, whole := tp.unparsedRest(final, tp.sentCalls); whole {
-			return []*chatOut{{Content: &s}}
-		}
-		return nil
-	}
+	s, calls, ok := tp.advance(piece, final, tp.sentCalls)
 	var out []*chatOut
-	if len(content) > tp.sentContent {
-		s := content[tp.sentContent:]
-		tp.sentContent = len(content)
+	if s != "" {
 		out = append(out, &chatOut{Content: &s})
+	}
+	if !ok {
+		return out
 	}
 	for i, c := range calls {
 		if !c.nameDone {
@@ -1356,18 +1368,13 @@ func (tp *toolParser) ollamaCalls(calls []parsedCall, from int) []ollamaToolCall
 // ollamaDeltas is deltas for ollama's stream: messages of text, and of
 // each call once it is whole.
 func (tp *toolParser) ollamaDeltas(piece string, final bool) []*ollamaOut {
-	tp.text.WriteString(piece)
-	content, calls, ok := tp.parse(final)
-	if !ok {
-		if s, whole := tp.unparsedRest(final, tp.ollamaSent); whole {
-			return []*ollamaOut{{Role: "assistant", Content: s}}
-		}
-		return nil
-	}
+	s, calls, ok := tp.advance(piece, final, tp.ollamaSent)
 	var out []*ollamaOut
-	if len(content) > tp.sentContent {
-		out = append(out, &ollamaOut{Role: "assistant", Content: content[tp.sentContent:]})
-		tp.sentContent = len(content)
+	if s != "" {
+		out = append(out, &ollamaOut{Role: "assistant", Content: s})
+	}
+	if !ok {
+		return out
 	}
 	if whole := tp.ollamaCalls(calls, tp.ollamaSent); len(whole) > 0 {
 		tp.ollamaSent += len(whole)
