@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 
 	"github.com/pinfer/pinfer/engine"
+	"github.com/pinfer/pinfer/graph"
 	"github.com/pinfer/pinfer/ops"
 	"github.com/pinfer/pinfer/placement"
 	"github.com/pinfer/pinfer/predictors"
@@ -43,7 +44,7 @@ func Plan(m *engine.Model, o Options) (*placement.Plan, error) {
 	}
 	if o.Budget == 0 {
 		plan := &placement.Plan{}
-		for _, l := range m.Prog.Layers {
+		for _, l := range neuronLayers(m.Prog) {
 			plan.Layers = append(plan.Layers, placement.LayerPlan{Index: l.Index, NFF: l.NFF})
 		}
 		return plan, nil
@@ -92,6 +93,9 @@ func Plan(m *engine.Model, o Options) (*placement.Plan, error) {
 	}
 	logf("gpu placement: %.2f of %.2f GiB on the GPU: %d of %d dense parts, %d of %d FFN neurons",
 		gib(plan.Used), gib(pm.Bytes()), len(plan.Dense), len(pm.Parts), neurons, total)
+	if pm.CPU > 0 {
+		logf("gpu placement: %.2f GiB of experts (mixture-of-experts FFNs) stay on the CPU", gib(pm.CPU))
+	}
 	if o.Disable {
 		return plan, nil
 	}
@@ -111,12 +115,24 @@ func fits(ix *placement.Index, m *engine.Model) bool {
 	for _, l := range ix.Layers {
 		nff[l.Index] = l.NFF
 	}
-	for _, l := range m.Prog.Layers {
+	for _, l := range neuronLayers(m.Prog) {
 		if nff[l.Index] != l.NFF {
 			return false
 		}
 	}
 	return true
+}
+
+// neuronLayers is the FFNs whose neurons placement places one by one: every
+// sparse layer but a mixture's experts, which stay on the CPU.
+func neuronLayers(p *graph.Program) []*predictors.Layer {
+	var out []*predictors.Layer
+	for _, n := range p.Nodes {
+		if n.Op.Name != "moe" {
+			out = append(out, n.Layers...)
+		}
+	}
+	return out
 }
 
 // denseOnly keeps p's dense parts and drops its neurons.
@@ -138,7 +154,7 @@ func denseOnly(m *placement.Model, p *placement.Plan) *placement.Plan {
 // uniform is a profile in which every neuron fires at rate r.
 func uniform(m *engine.Model, r float32) *predictors.Stats {
 	st := &predictors.Stats{Model: m.Path}
-	for _, l := range m.Prog.Layers {
+	for _, l := range neuronLayers(m.Prog) {
 		f := make([]float32, l.NFF)
 		for i := range f {
 			f[i] = r

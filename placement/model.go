@@ -39,6 +39,9 @@ type Layer struct {
 type Model struct {
 	Parts  []Part
 	Layers []Layer
+	// CPU is the bytes that stay on the CPU whatever the budget: a mixture
+	// of experts' router and experts, which only the CPU runs.
+	CPU uint64
 }
 
 // Bytes is the size of everything that can be placed.
@@ -66,12 +69,26 @@ var blkName = regexp.MustCompile(`^blk\.(\d+)\.(.*)$`)
 //   - output for output.weight and output_norm.*, or for token_embd.weight
 //     when the file has no output.weight (tied embeddings);
 //   - embd for the remaining global tensors (token and position
-//     embeddings), of which a token reads one row.
+//     embeddings), of which a token reads one row;
+//   - no part for a mixture of experts' router and experts (Model.CPU).
 func FromGGUF(f *gguf.File, st *predictors.Stats) (*Model, error) {
+	// A mixture of experts' FFN (its router ffn_gate_inp and the
+	// ffn_*_exps stacks) stays on the CPU, as llama.cpp's --cpu-moe keeps
+	// it: its layers' profile entries, one per expert, place nothing.
+	moe := map[int]bool{}
+	for _, t := range f.Tensors {
+		if sm := blkName.FindStringSubmatch(t.Name); sm != nil && isExperts(sm[2]) {
+			n, _ := strconv.Atoi(sm[1])
+			moe[n] = true
+		}
+	}
 	rates := map[int][]float32{}
 	for _, ls := range st.Layers {
+		if moe[ls.Layer] {
+			continue
+		}
 		if ls.Expert != 0 {
-			return nil, fmt.Errorf("%s: the profile has layer %d expert %d: placing the experts of a mixture-of-experts FFN is not supported", f.Path, ls.Layer, ls.Expert)
+			return nil, fmt.Errorf("%s: the profile has layer %d expert %d, but the model's layer %d has no experts", f.Path, ls.Layer, ls.Expert, ls.Layer)
 		}
 		rates[ls.Layer] = ls.Frequency
 	}
@@ -99,9 +116,6 @@ func FromGGUF(f *gguf.File, st *predictors.Stats) (*Model, error) {
 			if len(t.Dims) == 2 && nffFrom[n] == nil {
 				nffFrom[n] = t
 			}
-		}
-		if strings.HasSuffix(sm[2], "_exps.weight") || strings.HasPrefix(sm[2], "ffn_gate_inp.") {
-			return nil, fmt.Errorf("%s: tensor %s: placing the experts of a mixture-of-experts FFN is not supported", f.Path, t.Name)
 		}
 	}
 	for _, n := range slices.Sorted(maps.Keys(nffFrom)) {
@@ -135,6 +149,8 @@ func FromGGUF(f *gguf.File, st *predictors.Stats) (*Model, error) {
 			}
 			rest := sm[2]
 			switch {
+			case moe[n] && strings.HasPrefix(rest, "ffn_") && !strings.HasPrefix(rest, "ffn_norm"):
+				m.CPU += t.Size
 			case strings.HasPrefix(rest, "attn_"):
 				a.attn += t.Size
 			case strings.HasPrefix(rest, "fc1.") || strings.HasPrefix(rest, "fc2."):
@@ -203,10 +219,16 @@ func FromGGUF(f *gguf.File, st *predictors.Stats) (*Model, error) {
 			return nil, fmt.Errorf("%s: the profile has layer %d, which has no FFN tensors in the model", f.Path, n)
 		}
 	}
-	if len(m.Layers) == 0 {
+	if len(m.Layers) == 0 && len(moe) == 0 {
 		return nil, fmt.Errorf("%s: no blk.N.ffn_* tensors match the profile's layers", f.Path)
 	}
 	return m, nil
+}
+
+// isExperts tells whether a block's tensor (its name after blk.N.) is a
+// mixture of experts' router or expert stack.
+func isExperts(rest string) bool {
+	return strings.HasPrefix(rest, "ffn_gate_inp.") || strings.Contains(rest, "_exps.")
 }
 
 func hasDim(t *gguf.TensorInfo, n int) bool {

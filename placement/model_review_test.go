@@ -3,6 +3,7 @@ package placement
 import (
 	"io"
 	"path/filepath"
+	"reflect"
 	"runtime"
 	"strings"
 	"testing"
@@ -134,10 +135,11 @@ func TestFromGGUFCountsOneDownRow(t *testing.T) {
 }
 
 // A mixture of experts (ffn_*_exps, a router ffn_gate_inp, a profile per
-// expert) is refused as such, naming the file and what is not supported,
-// rather than blaming the router's dimensions or keeping one expert's rates
-// for the whole layer.
-func TestFromGGUFRefusesExpertsClearly(t *testing.T) {
+// expert) stays on the CPU, as llama.cpp's --cpu-moe keeps it: no part or
+// layer holds its bytes, which Model.CPU counts, and the rest of the block
+// (its attention) is placed as any other. A profile with experts for a
+// layer that has none is refused, naming the file.
+func TestFromGGUFLeavesExpertsOnCPU(t *testing.T) {
 	const embd, ff, experts = 8, 16, 4
 	w := gguf.NewWriter()
 	if err := w.Set("general.architecture", "llama"); err != nil {
@@ -171,13 +173,41 @@ func TestFromGGUFRefusesExpertsClearly(t *testing.T) {
 	for e := range experts {
 		st.Layers = append(st.Layers, predictors.LayerStats{Layer: 0, Expert: e, Frequency: make([]float32, ff)})
 	}
-	_, err = FromGGUF(f, st)
-	if err == nil {
-		t.Fatal("a mixture of experts was placed as one FFN")
+	m, err := FromGGUF(f, st)
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, want := range []string{path, "mixture-of-experts", "not supported"} {
-		if !strings.Contains(err.Error(), want) {
-			t.Errorf("error %q does not name %q", err, want)
-		}
+	if len(m.Layers) != 0 {
+		t.Errorf("expert layers placed by neuron: %+v", m.Layers)
+	}
+	want := []Part{{Name: "blk.0.attn", Layer: 0, Bytes: 4 * embd * embd, Read: 4 * embd * embd}}
+	if !reflect.DeepEqual(m.Parts, want) {
+		t.Errorf("parts %+v, want %+v", m.Parts, want)
+	}
+	if cpu := uint64(4 * (embd*experts + 3*embd*ff*experts)); m.CPU != cpu {
+		t.Errorf("%d bytes left on the CPU, want %d (router and three expert stacks)", m.CPU, cpu)
+	}
+	if p := Place(m, 1<<20, Costs{}); !reflect.DeepEqual(p.Dense, []string{"blk.0.attn"}) || p.Used != 4*embd*embd {
+		t.Errorf("placed %v (%d bytes), want the attention alone", p.Dense, p.Used)
+	}
+
+	// The same profile for a model without experts.
+	w = gguf.NewWriter()
+	if err := w.Set("general.architecture", "llama"); err != nil {
+		t.Fatal(err)
+	}
+	add("blk.0.ffn_gate.weight", embd, ff)
+	dense := filepath.Join(t.TempDir(), "dense.gguf")
+	if err := w.WriteFile(dense, nil); err != nil {
+		t.Fatal(err)
+	}
+	g, err := gguf.Open(dense)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	_, err = FromGGUF(g, st)
+	if err == nil || !strings.Contains(err.Error(), dense) || !strings.Contains(err.Error(), "expert 1") {
+		t.Errorf("a profile of experts for a layer without them: %v", err)
 	}
 }
