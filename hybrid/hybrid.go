@@ -8,7 +8,9 @@ package hybrid
 
 import (
 	"fmt"
+	"maps"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -46,9 +48,10 @@ func part(op, name string) string {
 }
 
 // Resident maps plan onto p's matrices: the dense parts it names, for the
-// matmul and output nodes and the predictors' fc1/fc2, and for every
-// sparse_ffn node its layer's GPU neurons. Sparse nodes of other ops
-// (mixtures of experts) stay on the CPU.
+// matmul and output nodes, the predictors' fc1/fc2 and a mixture of
+// experts' router and experts (each expert's gate, up and down as its own
+// matrix, ops.ExpertRows), and for every sparse_ffn node its layer's GPU
+// neurons.
 func Resident(p *graph.Program, plan *placement.Plan) (*cuda.Residency, error) {
 	onGPU := map[string]bool{}
 	for _, d := range plan.Dense {
@@ -71,6 +74,18 @@ func Resident(p *graph.Program, plan *placement.Plan) (*cuda.Residency, error) {
 		case n.Op.Name == "matmul" || n.Op.Name == "output":
 			if w := n.W[0]; w != nil && w.M != nil && onGPU[part(n.Op.Name, w.Name)] {
 				dense(w.M)
+			}
+		case n.Op.Name == "moe":
+			router := n.W[0]
+			if m := blkName.FindStringSubmatch(router.Name); m == nil || !onGPU["blk."+m[1]+".exps"] {
+				continue
+			}
+			dense(router.M)
+			nE := router.M.Rows
+			for _, w := range n.W[1:4] {
+				for e := range nE {
+					dense(ops.ExpertRows(w.M, e, w.M.Rows/nE))
+				}
 			}
 		case n.Op.Name == "sparse_ffn" && len(n.Layers) == 1:
 			l := n.Layers[0]
@@ -121,11 +136,24 @@ func Split(m *placement.Model, budget uint64) *placement.Plan {
 			parts[pt.Layer] = append(parts[pt.Layer], pt)
 		}
 	}
+	// Every block, whether its FFN is placed by neuron or (a mixture of
+	// experts) as a part.
+	neurons := map[int]placement.Layer{}
+	for _, l := range m.Layers {
+		neurons[l.Index] = l
+	}
+	blocks := slices.Sorted(maps.Keys(parts))
+	for i := range neurons {
+		if _, ok := parts[i]; !ok {
+			blocks = append(blocks, i)
+		}
+	}
+	slices.Sort(blocks)
 	all := true
-	for i := len(m.Layers) - 1; i >= 0; i-- {
-		l := m.Layers[i]
+	for _, i := range slices.Backward(blocks) {
+		l, sparse := neurons[i]
 		bytes := l.NeuronBytes * uint64(len(l.Rates))
-		for _, pt := range parts[l.Index] {
+		for _, pt := range parts[i] {
 			bytes += pt.Bytes
 		}
 		if p.Used+bytes > budget {
@@ -133,14 +161,16 @@ func Split(m *placement.Model, budget uint64) *placement.Plan {
 			break
 		}
 		p.Used += bytes
-		for _, pt := range parts[l.Index] {
+		for _, pt := range parts[i] {
 			p.Dense = append(p.Dense, pt.Name)
 		}
-		ids := make([]int32, len(l.Rates))
-		for k := range ids {
-			ids[k] = int32(k)
+		if sparse {
+			ids := make([]int32, len(l.Rates))
+			for k := range ids {
+				ids[k] = int32(k)
+			}
+			p.Layers = append(p.Layers, placement.LayerPlan{Index: i, NFF: len(l.Rates), GPU: ids})
 		}
-		p.Layers = append(p.Layers, placement.LayerPlan{Index: l.Index, NFF: len(l.Rates), GPU: ids})
 	}
 	if all && output != nil && p.Used+output.Bytes <= budget {
 		p.Used += output.Bytes

@@ -4,10 +4,13 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/pinfer/pinfer/convert"
 	"github.com/pinfer/pinfer/engine"
+	"github.com/pinfer/pinfer/graph"
 	"github.com/pinfer/pinfer/ops"
 	"github.com/pinfer/pinfer/placement"
 	"github.com/pinfer/pinfer/predictors"
@@ -223,4 +226,54 @@ func TestPlanCalibratesWithoutStats(t *testing.T) {
 		placed += len(p.Layers[i].GPU)
 	}
 	require.Greater(t, placed, 0)
+}
+
+// A plan naming a mixture's blk.N.exps puts that layer's router and each
+// expert's gate, up and down on the GPU, as the matrices the moe op runs
+// (ops.ExpertRows, the same pointers every call, which the predictors'
+// layers hold too), and nothing of the other layer; a plan without it,
+// none.
+func TestResidentPlacesExperts(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "moe.gguf")
+	require.NoError(t, convert.Convert(filepath.Join(sharedModels(t), "arch", "mixtral-relu-moe"), path, convert.Options{Type: ops.F32, Logf: t.Logf}))
+	m, err := engine.Load(path, "")
+	require.NoError(t, err)
+	defer m.Close()
+	r, err := Resident(m.Prog, &placement.Plan{Dense: []string{"blk.1.exps"}})
+	require.NoError(t, err)
+	var moes []*graph.Node
+	for _, n := range m.Prog.Nodes {
+		if n.Op.Name == "moe" {
+			moes = append(moes, n)
+		}
+	}
+	require.Len(t, moes, 2)
+	n := moes[1]
+	nE := n.W[0].M.Rows
+	want := []*ops.Matrix{n.W[0].M}
+	for _, w := range n.W[1:4] {
+		for e := range nE {
+			want = append(want, ops.ExpertRows(w.M, e, w.M.Rows/nE))
+		}
+	}
+	// Pointers, not equal values: the backend finds a matrix by its address.
+	require.Len(t, r.Dense, len(want))
+	for i := range want {
+		require.Same(t, want[i], r.Dense[i], "matrix %d", i)
+	}
+	for _, l := range m.Prog.Layers {
+		if l.Index == 1 {
+			require.True(t, slices.Contains(r.Dense, l.Gate) && slices.Contains(r.Dense, l.Up), "expert %d's gate and up, as the predictors see them", l.Expert)
+		}
+	}
+	for _, w := range moes[0].W[:4] {
+		for _, d := range r.Dense {
+			require.NotSame(t, w.M, d)
+			require.True(t, &w.M.Data[0] != &d.Data[0], "nothing of block 0")
+		}
+	}
+	r, err = Resident(m.Prog, &placement.Plan{Dense: []string{"blk.1.attn"}})
+	require.NoError(t, err)
+	require.NotContains(t, r.Dense, n.W[0].M)
+	require.Len(t, r.Dense, 4, "q, k, v and output of block 1")
 }

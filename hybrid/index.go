@@ -94,7 +94,7 @@ func Plan(m *engine.Model, o Options) (*placement.Plan, error) {
 	logf("gpu placement: %.2f of %.2f GiB on the GPU: %d of %d dense parts, %d of %d FFN neurons",
 		gib(plan.Used), gib(pm.Bytes()), len(plan.Dense), len(pm.Parts), neurons, total)
 	if pm.CPU > 0 {
-		logf("gpu placement: %.2f GiB of experts (mixture-of-experts FFNs) stay on the CPU", gib(pm.CPU))
+		logf("gpu placement: %.2f GiB of the experts' predictors stay on the CPU, which runs them", gib(pm.CPU))
 	}
 	if o.Disable {
 		return plan, nil
@@ -124,7 +124,7 @@ func fits(ix *placement.Index, m *engine.Model) bool {
 }
 
 // neuronLayers is the FFNs whose neurons placement places one by one: every
-// sparse layer but a mixture's experts, which stay on the CPU.
+// sparse layer but a mixture's experts, which are placed whole.
 func neuronLayers(p *graph.Program) []*predictors.Layer {
 	var out []*predictors.Layer
 	for _, n := range p.Nodes {

@@ -15,8 +15,9 @@ type Matrix struct {
 	Type       DType
 	Rows, Cols int
 	Data       []byte
-	p8         atomic.Pointer[[]byte] // PackAll's copy of the whole groups of eight rows
-	a8         atomic.Pointer[[]byte] // and its copy for a dense axpy
+	p8         atomic.Pointer[[]byte]    // PackAll's copy of the whole groups of eight rows
+	a8         atomic.Pointer[[]byte]    // and its copy for a dense axpy
+	stacks     atomic.Pointer[[]*Matrix] // a stacked matrix's experts (ExpertRows)
 }
 
 // NewMatrix checks that t is a weight type the kernels handle and that data

@@ -33,9 +33,9 @@ func init() {
 			ffns := make([]FFN, nE)
 			fc1, fc2 := optSlot(w, 4), optSlot(w, 5)
 			for e := range ffns {
-				ffns[e] = FFN{Gate: expertRows(w[1].M, e, ff), Up: expertRows(w[2].M, e, ff), Act: a.Str("act")}
+				ffns[e] = FFN{Gate: ExpertRows(w[1].M, e, ff), Up: ExpertRows(w[2].M, e, ff), Act: a.Str("act")}
 				if fc1 != nil && fc2 != nil {
-					ffns[e].FC1, ffns[e].FC2 = expertRows(fc1.M, e, fc1.Dims[1]), expertRows(fc2.M, e, ff)
+					ffns[e].FC1, ffns[e].FC2 = ExpertRows(fc1.M, e, fc1.Dims[1]), ExpertRows(fc2.M, e, ff)
 					ffns[e].PredCut = float32(a.Float("pred_threshold"))
 				}
 			}
@@ -94,10 +94,24 @@ func optSlot(w []*Weight, i int) *Weight {
 	return nil
 }
 
-// expertRows is rows [e*n, (e+1)*n) of a stacked matrix, without copying.
-func expertRows(m *Matrix, e, n int) *Matrix {
+// ExpertRows is rows [e*n, (e+1)*n) of a stacked matrix (expert e of a
+// mixture), without copying: the same *Matrix at every call, so that a
+// device backend that holds an expert (by pointer) finds it, and the
+// predictors' layers are the matrices the op runs.
+func ExpertRows(m *Matrix, e, n int) *Matrix {
+	if p := m.stacks.Load(); p != nil && (*p)[0].Rows == n {
+		return (*p)[e]
+	}
 	rb := m.rowBytes()
-	return &Matrix{Type: m.Type, Rows: n, Cols: m.Cols, Data: m.Data[e*n*rb : (e+1)*n*rb]}
+	s := make([]*Matrix, m.Rows/n)
+	for i := range s {
+		s[i] = &Matrix{Type: m.Type, Rows: n, Cols: m.Cols, Data: m.Data[i*n*rb : (i+1)*n*rb]}
+	}
+	m.stacks.CompareAndSwap(nil, &s)
+	if p := m.stacks.Load(); (*p)[0].Rows == n {
+		return (*p)[e]
+	}
+	return s[e] // split another way before: not expected of a stacked matrix
 }
 
 // routed is one token's share of an expert.
@@ -139,29 +153,36 @@ func moe(c *Ctx) error {
 	}
 
 	clear(c.Out.Data)
-	if c.Predict != nil {
-		return moeSparse(c, byExpert)
-	}
 	// Each expert runs once over all the tokens routed to it, so a prefill
-	// streams its weights once, as a dense FFN would.
+	// streams its weights once, as a dense FFN would. With a predictor, an
+	// expert runs its chosen neurons on the CPU, unless the device holds it:
+	// there it runs whole.
 	for e, toks := range byExpert {
 		n := len(toks)
 		if n == 0 {
 			continue
 		}
+		ge, ue, de := ExpertRows(gate, e, ff), ExpertRows(up, e, ff), ExpertRows(down, e, d)
 		xs := make([]float32, n*d)
 		for i, r := range toks {
 			copy(xs[i*d:(i+1)*d], x.Row(r.t))
 		}
 		g, u := make([]float32, n*ff), make([]float32, n*ff)
-		MatMul(c.Pool, g, expertRows(gate, e, ff), xs, n)
-		MatMul(c.Pool, u, expertRows(up, e, ff), xs, n)
+		onDevice := Device != nil && Device.MatMul(g, ge, xs, n)
+		if c.Predict != nil && !onDevice {
+			moeSparse(c, e, toks, ge, ue, de)
+			continue
+		}
+		if !onDevice {
+			MatMul(c.Pool, g, ge, xs, n)
+		}
+		MatMul(c.Pool, u, ue, xs, n)
 		act(g)
 		for i := range g {
 			g[i] *= u[i]
 		}
 		y := xs // same size, no longer needed
-		MatMul(c.Pool, y, expertRows(down, e, d), g, n)
+		MatMul(c.Pool, y, de, g, n)
 		for i, r := range toks {
 			Axpy(c.Out.Row(r.t), r.w, y[i*d:(i+1)*d])
 		}
@@ -169,35 +190,29 @@ func moe(c *Ctx) error {
 	return nil
 }
 
-// moeSparse runs each routed expert on each of its tokens over the neurons
-// the predictor chose for that expert. Expert down matrices are stored
-// output-major ({n_ff, n_embd} per expert), so the down projection dots
-// each output row with the sparse activation vector.
-func moeSparse(c *Ctx, byExpert [][]routed) error {
-	gate, up, down := c.W[1].M, c.W[2].M, c.W[3].M
-	d, ff := c.In[0].Cols, c.W[1].Dims[1]
+// moeSparse runs expert e (its gate, up and down matrices) on each of its
+// tokens over the neurons the predictor chose. Expert down matrices are
+// stored output-major ({n_ff, n_embd} per expert), so the down projection
+// dots each output row with the sparse activation vector.
+func moeSparse(c *Ctx, e int, toks []routed, g, u, dn *Matrix) {
 	act := c.A.Str("act")
-	h := make([]float32, ff)
-	y := make([]float32, d)
-	for e, toks := range byExpert {
-		g, u, dn := expertRows(gate, e, ff), expertRows(up, e, ff), expertRows(down, e, d)
-		for _, r := range toks {
-			x := c.In[0].Row(r.t)
-			clear(h)
-			active := c.Predict(e, r.t)
-			each := func(i int) { h[i] = FFNActivation(act, 0, g.DotRow(i, x), u.DotRow(i, x)) }
-			if active == nil {
-				for i := range h {
-					each(i)
-				}
-			} else {
-				for _, i := range active {
-					each(int(i))
-				}
+	h := make([]float32, g.Rows)
+	y := make([]float32, dn.Rows)
+	for _, r := range toks {
+		x := c.In[0].Row(r.t)
+		clear(h)
+		active := c.Predict(e, r.t)
+		each := func(i int) { h[i] = FFNActivation(act, 0, g.DotRow(i, x), u.DotRow(i, x)) }
+		if active == nil {
+			for i := range h {
+				each(i)
 			}
-			MatMul(c.Pool, y, dn, h, 1)
-			Axpy(c.Out.Row(r.t), r.w, y)
+		} else {
+			for _, i := range active {
+				each(int(i))
+			}
 		}
+		MatMul(c.Pool, y, dn, h, 1)
+		Axpy(c.Out.Row(r.t), r.w, y)
 	}
-	return nil
 }

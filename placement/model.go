@@ -40,7 +40,7 @@ type Model struct {
 	Parts  []Part
 	Layers []Layer
 	// CPU is the bytes that stay on the CPU whatever the budget: a mixture
-	// of experts' router and experts, which only the CPU runs.
+	// of experts' predictors, which only the CPU runs.
 	CPU uint64
 }
 
@@ -70,16 +70,28 @@ var blkName = regexp.MustCompile(`^blk\.(\d+)\.(.*)$`)
 //     when the file has no output.weight (tied embeddings);
 //   - embd for the remaining global tensors (token and position
 //     embeddings), of which a token reads one row;
-//   - no part for a mixture of experts' router and experts (Model.CPU).
+//   - blk.N.exps for a mixture of experts' router and expert stacks
+//     (ffn_gate_inp, ffn_{gate,up,down}_exps), read at the share of the
+//     experts a token uses; its predictors (ffn_fc1_exps, ffn_fc2_exps)
+//     stay on the CPU (Model.CPU).
 func FromGGUF(f *gguf.File, st *predictors.Stats) (*Model, error) {
 	// A mixture of experts' FFN (its router ffn_gate_inp and the
-	// ffn_*_exps stacks) stays on the CPU, as llama.cpp's --cpu-moe keeps
-	// it: its layers' profile entries, one per expert, place nothing.
+	// ffn_*_exps stacks) is placed whole, one part a layer: its neurons are
+	// not placed one by one, so its layers' profile entries, one per
+	// expert, place nothing.
 	moe := map[int]bool{}
 	for _, t := range f.Tensors {
 		if sm := blkName.FindStringSubmatch(t.Name); sm != nil && isExperts(sm[2]) {
 			n, _ := strconv.Atoi(sm[1])
 			moe[n] = true
+		}
+	}
+	// A token reads its n_expert_used experts of the layer's n_expert (the
+	// router's rows); all of them when the file does not say.
+	usedShare := 1.0
+	if used, err := f.Uint(f.Arch() + ".expert_used_count"); err == nil {
+		if n, err := f.Uint(f.Arch() + ".expert_count"); err == nil && n > 0 && used <= n {
+			usedShare = float64(used) / float64(n)
 		}
 	}
 	rates := map[int][]float32{}
@@ -93,8 +105,8 @@ func FromGGUF(f *gguf.File, st *predictors.Stats) (*Model, error) {
 		rates[ls.Layer] = ls.Frequency
 	}
 	type acc struct {
-		attn, pred, rest, ffn uint64
-		hasFFN                bool
+		attn, pred, rest, ffn, exps uint64
+		hasFFN                      bool
 	}
 	// Each block's neuron count, from the matrices whose rows are neurons
 	// (ffn_gate, ffn_up {n_embd, n_ff}): a profile of another width is for
@@ -149,8 +161,10 @@ func FromGGUF(f *gguf.File, st *predictors.Stats) (*Model, error) {
 			}
 			rest := sm[2]
 			switch {
-			case moe[n] && strings.HasPrefix(rest, "ffn_") && !strings.HasPrefix(rest, "ffn_norm"):
+			case moe[n] && (strings.HasPrefix(rest, "ffn_fc1_exps.") || strings.HasPrefix(rest, "ffn_fc2_exps.")):
 				m.CPU += t.Size
+			case moe[n] && isExperts(rest):
+				a.exps += t.Size
 			case strings.HasPrefix(rest, "attn_"):
 				a.attn += t.Size
 			case strings.HasPrefix(rest, "fc1.") || strings.HasPrefix(rest, "fc2."):
@@ -203,6 +217,9 @@ func FromGGUF(f *gguf.File, st *predictors.Stats) (*Model, error) {
 				p.Layer, p.Read = n, float64(p.Bytes)
 				m.Parts = append(m.Parts, p)
 			}
+		}
+		if a.exps > 0 {
+			m.Parts = append(m.Parts, Part{Name: name + "exps", Layer: n, Bytes: a.exps, Read: float64(a.exps) * usedShare})
 		}
 		if a.hasFFN {
 			r := rates[n]

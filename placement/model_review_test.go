@@ -135,11 +135,13 @@ func TestFromGGUFCountsOneDownRow(t *testing.T) {
 }
 
 // A mixture of experts (ffn_*_exps, a router ffn_gate_inp, a profile per
-// expert) stays on the CPU, as llama.cpp's --cpu-moe keeps it: no part or
-// layer holds its bytes, which Model.CPU counts, and the rest of the block
-// (its attention) is placed as any other. A profile with experts for a
-// layer that has none is refused, naming the file.
-func TestFromGGUFLeavesExpertsOnCPU(t *testing.T) {
+// expert) is one part a layer, blk.N.exps, read per token at the share of
+// experts a token uses (2 of 4 here); its predictors stay on the CPU,
+// which Model.CPU counts. A budget takes what saves the CPU the most
+// reads: the small attention alone, the experts (half of their bytes a
+// token) over it when only one fits, then both. A profile with experts for a layer
+// that has none is refused, naming the file.
+func TestFromGGUFPlacesExpertsWhole(t *testing.T) {
 	const embd, ff, experts = 8, 16, 4
 	w := gguf.NewWriter()
 	if err := w.Set("general.architecture", "llama"); err != nil {
@@ -160,6 +162,12 @@ func TestFromGGUFLeavesExpertsOnCPU(t *testing.T) {
 	add("blk.0.ffn_gate_exps.weight", embd, ff, experts)
 	add("blk.0.ffn_up_exps.weight", embd, ff, experts)
 	add("blk.0.ffn_down_exps.weight", ff, embd, experts)
+	add("blk.0.ffn_fc1_exps.weight", embd, 2, experts)
+	for k, v := range map[string]uint32{"llama.expert_count": experts, "llama.expert_used_count": 2} {
+		if err := w.Set(k, v); err != nil {
+			t.Fatal(err)
+		}
+	}
 	path := filepath.Join(t.TempDir(), "moe.gguf")
 	if err := w.WriteFile(path, nil); err != nil {
 		t.Fatal(err)
@@ -180,15 +188,21 @@ func TestFromGGUFLeavesExpertsOnCPU(t *testing.T) {
 	if len(m.Layers) != 0 {
 		t.Errorf("expert layers placed by neuron: %+v", m.Layers)
 	}
-	want := []Part{{Name: "blk.0.attn", Layer: 0, Bytes: 4 * embd * embd, Read: 4 * embd * embd}}
+	const attn, exps = 4 * embd * embd, 4 * (embd*experts + 3*embd*ff*experts)
+	want := []Part{{Name: "blk.0.attn", Layer: 0, Bytes: attn, Read: attn}, {Name: "blk.0.exps", Layer: 0, Bytes: exps, Read: exps / 2}}
 	if !reflect.DeepEqual(m.Parts, want) {
 		t.Errorf("parts %+v, want %+v", m.Parts, want)
 	}
-	if cpu := uint64(4 * (embd*experts + 3*embd*ff*experts)); m.CPU != cpu {
-		t.Errorf("%d bytes left on the CPU, want %d (router and three expert stacks)", m.CPU, cpu)
+	if cpu := uint64(4 * embd * 2 * experts); m.CPU != cpu {
+		t.Errorf("%d bytes left on the CPU, want %d (the experts' fc1)", m.CPU, cpu)
 	}
-	if p := Place(m, 1<<20, Costs{}); !reflect.DeepEqual(p.Dense, []string{"blk.0.attn"}) || p.Used != 4*embd*embd {
-		t.Errorf("placed %v (%d bytes), want the attention alone", p.Dense, p.Used)
+	for _, c := range []struct {
+		budget uint64
+		dense  []string
+	}{{attn, []string{"blk.0.attn"}}, {attn + exps - 1, []string{"blk.0.exps"}}, {attn + exps, []string{"blk.0.attn", "blk.0.exps"}}} {
+		if p := Place(m, c.budget, Costs{}); !reflect.DeepEqual(p.Dense, c.dense) {
+			t.Errorf("budget %d placed %v, want %v", c.budget, p.Dense, c.dense)
+		}
 	}
 
 	// The same profile for a model without experts.

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/pinfer/pinfer/convert"
@@ -13,15 +14,18 @@ import (
 	"github.com/pinfer/pinfer/hybrid"
 	"github.com/pinfer/pinfer/internal/fixtures"
 	"github.com/pinfer/pinfer/ops"
+	"github.com/pinfer/pinfer/ops/cuda"
+	"github.com/pinfer/pinfer/placement"
 	"github.com/pinfer/pinfer/sample"
 	"github.com/stretchr/testify/require"
 )
 
-// A mixture of experts under a budget larger than the model: its attention
-// and output go to the GPU, its routers and experts stay on the CPU (as
-// llama.cpp's --cpu-moe), and the greedy ids are transformers' for the
-// Mixtral fixture, as on the CPU alone.
-func TestHybridMoEExpertsOnCPU(t *testing.T) {
+// A mixture of experts on the GPU, transformers' greedy ids for the Mixtral
+// fixture throughout: under a budget larger than the model every router and
+// expert is placed (each expert's gate, up and down as its own matrix), and
+// the oracle's chosen neurons give way to the whole expert there; with only
+// the attention and output placed, the experts run on the CPU.
+func TestHybridMoE(t *testing.T) {
 	dir := fixtures.Path(t, "arch", "mixtral-relu-moe")
 	path := filepath.Join(t.TempDir(), "moe-f32.gguf")
 	require.NoError(t, convert.Convert(dir, path, convert.Options{Type: ops.F32, Logf: t.Logf}))
@@ -39,33 +43,57 @@ func TestHybridMoEExpertsOnCPU(t *testing.T) {
 	m, err := engine.Load(path, "")
 	require.NoError(t, err)
 	defer m.Close()
-	pred, err := m.Predictor("")
-	require.NoError(t, err)
 	pool := ops.NewPool(8)
 	defer pool.Close()
-	plan, err := hybrid.Plan(m, hybrid.Options{Budget: 2 * fileSize(t, path), Reset: true, Pool: pool, Log: os.Stderr})
-	require.NoError(t, err)
-	r := onGPU(t, m, plan)
-	resident := map[*ops.Matrix]bool{}
-	for _, d := range r.Dense {
-		resident[d] = true
+	check := func(predName string) {
+		pred, err := m.Predictor(predName)
+		require.NoError(t, err)
+		for k, p := range ref.Prompts {
+			res, err := m.GenerateIDs(p.IDs, engine.Options{N: len(p.GreedyIDs), Pool: pool, Sample: sample.Params{Temp: 0}, Predictor: pred})
+			require.NoError(t, err)
+			require.Equal(t, p.GreedyIDs, res.Tokens, "prompt %d, predictor %q", k, predName)
+		}
+		require.NoError(t, ops.Device.(*cuda.Backend).Err())
 	}
-	for _, n := range m.Prog.Nodes {
-		switch n.Op.Name {
-		case "matmul", "output":
-			require.True(t, resident[n.W[0].M], "%s on the GPU", n.W[0].Name)
-		case "moe":
-			for _, w := range n.W {
-				if w != nil && w.M != nil {
-					require.False(t, resident[w.M], "%s stays on the CPU", w.Name)
+	moeWeights := func(yes func(*ops.Matrix) bool) int {
+		n := 0
+		for _, nd := range m.Prog.Nodes {
+			if nd.Op.Name != "moe" {
+				continue
+			}
+			nE := nd.W[0].M.Rows
+			n += b2i(yes(nd.W[0].M))
+			for _, w := range nd.W[1:4] {
+				for e := range nE {
+					n += b2i(yes(ops.ExpertRows(w.M, e, w.M.Rows/nE)))
 				}
 			}
 		}
+		return n
 	}
-	require.Empty(t, r.FFNs)
-	for k, p := range ref.Prompts {
-		res, err := m.GenerateIDs(p.IDs, engine.Options{N: len(p.GreedyIDs), Pool: pool, Sample: sample.Params{Temp: 0}, Predictor: pred})
+
+	t.Run("all", func(t *testing.T) {
+		plan, err := hybrid.Plan(m, hybrid.Options{Budget: 2 * fileSize(t, path), Reset: true, Pool: pool, Log: os.Stderr})
 		require.NoError(t, err)
-		require.Equal(t, p.GreedyIDs, res.Tokens, "prompt %d", k)
+		r := onGPU(t, m, plan)
+		resident := func(x *ops.Matrix) bool { return slices.Contains(r.Dense, x) }
+		all := moeWeights(func(*ops.Matrix) bool { return true })
+		require.Equal(t, 2*(1+3*4), all, "two layers of a router and four experts")
+		require.Equal(t, all, moeWeights(resident), "every router and expert on the GPU")
+		check("")
+		check("oracle")
+	})
+	t.Run("attention", func(t *testing.T) {
+		r := onGPU(t, m, &placement.Plan{Dense: []string{"blk.0.attn", "blk.1.attn", "output"}})
+		require.Len(t, r.Dense, 9)
+		require.Zero(t, moeWeights(func(x *ops.Matrix) bool { return slices.Contains(r.Dense, x) }))
+		check("")
+	})
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
 	}
+	return 0
 }
