@@ -32,7 +32,7 @@ func gatherQ4p8(out *float32, p *byte, ngroups int, xq *byte, nblk int, tab *byt
 func gatherQ4p8x2(out *float32, p *byte, ngroups int, xq *byte, nblk int, tab *byte, poff int, ooff int) {
 	noAsm()
 }
-func gatherQ4p8r4(out *float32, p *byte, ngroups int, xq *byte, nblk int, tab *byte, poff int, ooff int) {
+func gatherQ4p8r4(out *float32, p *byte, ngroups int, xq *byte, nblk int, tab *byte, poff int, ooff int, ahead int) {
 	noAsm()
 }
 func gatherQ4p8x4(out *float32, ldo int, p *byte, ngroups int, xq *byte, nblk int, tab *byte) {

@@ -167,6 +167,20 @@ func checkP8(name string, out []float32, ldo int, p []byte, nblk, T int) {
 // stop 33), so it pays wherever the AVX2 kernels run.
 func PackPays() bool { return Available }
 
+// p8Ahead is how far ahead, in bytes, the one-token packed mat-vec asks for
+// its runs' lines: on the Zen 5 host with AVX-512, 2304 bytes ahead read
+// 93-95% of a two-thread stream against 87-88% with none, and 7B decode
+// ran 0.3-12.6% faster (median of ABBA phases, five runs, dense and sparse);
+// on Zen 3 (AVX2) asking ahead cost a fifth (ops/avx2/NOTES.md, stops 27
+// and 34). A function, not a value fixed at start, since tests turn
+// AVX512 off and on.
+func p8Ahead() int {
+	if AVX512 {
+		return 2304
+	}
+	return 0
+}
+
 // gatherQ4x8Tiles is GatherQ4x8T's walk on AVX2, with each token's p8Table
 // in tab. One token reads the groups from memory once: their four quarters
 // side by side (gatherQ4p8r4), which a core reads faster than one run or
@@ -177,7 +191,7 @@ func gatherQ4x8Tiles(out []float32, ldo int, p []byte, nblk int, xq []byte, T in
 	if T == 1 {
 		g := 0
 		if q := ng / 4; q > 0 {
-			gatherQ4p8r4(&out[0], &p[0], q, &xq[0], nblk, &tab[0], q*gb, 4*8*q)
+			gatherQ4p8r4(&out[0], &p[0], q, &xq[0], nblk, &tab[0], q*gb, 4*8*q, p8Ahead())
 			g = 4 * q
 		}
 		if h := (ng - g) / 2; h > 0 {

@@ -247,10 +247,11 @@ done4:
 // ooff bytes apart in out. x's two broadcasts of a part serve the four
 // runs' blocks, each run's nibbles unpacked in turn into Y1 and Y2; the
 // runs' int16 sums are Y0, Y4, Y8, Y9 and their f32 sums Y15, Y5, Y6, Y7.
-// It asks for no lines ahead: four runs are streams enough for the
-// hardware's prefetcher, and with two PREFETCHT0 a run and step the kernel
-// read 62-72% of the stream on two threads against 84-92% without
-// (BenchmarkGatherQ4x8Streams, ops/avx2/NOTES.md, stop 27).
+// With ahead > 0 it asks for each run's lines ahead bytes on (three
+// PREFETCHT0 a run and step, 48 bytes apart, so that no line of the
+// 144-byte step is passed over); with 0, for none, leaving the four runs to
+// the hardware's prefetcher. Which pays depends on the core
+// (p8Ahead, ops/avx2/NOTES.md, stops 27 and 34).
 
 #define RUN4(c, P, A) \
 	UNPACKP(c, P, Y1, Y2)       \
@@ -267,8 +268,14 @@ done4:
 	RUN4(c, R12, Y8)               \
 	RUN4(c, R13, Y9)
 
-// func gatherQ4p8r4(out *float32, p *byte, ngroups int, xq *byte, nblk int, tab *byte, poff int, ooff int)
-TEXT ·gatherQ4p8r4(SB), NOSPLIT, $0-64
+// PF4(R) asks for the lines ahead (R14) bytes on of the step at R.
+#define PF4(R) \
+	PREFETCHT0 (R)(R14*1)   \
+	PREFETCHT0 48(R)(R14*1) \
+	PREFETCHT0 96(R)(R14*1)
+
+// func gatherQ4p8r4(out *float32, p *byte, ngroups int, xq *byte, nblk int, tab *byte, poff int, ooff int, ahead int)
+TEXT ·gatherQ4p8r4(SB), NOSPLIT, $0-72
 	MOVQ         out+0(FP), R8
 	MOVQ         p+8(FP), SI
 	MOVQ         ngroups+16(FP), R9
@@ -277,6 +284,7 @@ TEXT ·gatherQ4p8r4(SB), NOSPLIT, $0-64
 	LEAQ         (R11)(R11*2), AX
 	VPBROADCASTD p8_low4<>(SB), Y14
 	VPBROADCASTD p8_ones<>(SB), Y13
+	MOVQ         ahead+64(FP), R14
 
 groupr4:
 	TESTQ  R9, R9
@@ -293,6 +301,14 @@ groupr4:
 	MOVQ   nblk+32(FP), CX
 
 blockr4:
+	TESTQ        R14, R14
+	JZ           nopfr4
+	PF4(SI)
+	PF4(BX)
+	PF4(R12)
+	PF4(R13)
+
+nopfr4:
 	VPXOR        Y0, Y0, Y0
 	VPXOR        Y4, Y4, Y4
 	VPXOR        Y8, Y8, Y8
