@@ -188,7 +188,7 @@ pdone:
 	pf(56, off, SI)
 
 // func gatherQ4v(out *float32, w *byte, stride int, rows *int32, n int, xs *byte, ngrp int, m1, m2 uint64, mid int)
-// Eight or four rows at a time; the rows eight ahead are prefetched into L2
+// Eight or four rows at a time; the rows eight ahead are prefetched (PREFETCHT0)
 // as the current ones are read, since q4_0 rows are too short for the
 // hardware prefetcher. A last partial group of blocks is read with masks
 // m1, m2 (m1 == 0: none).

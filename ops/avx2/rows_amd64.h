@@ -83,31 +83,36 @@
 	MOVQ stride+16(FP), BX  \
 	ROWPTR(0, R12, AX)
 
+// The row kernels' prefetches ask for L1 (PREFETCHT0). On the Zen 5 host
+// the q4_0 gather read 68-73% of the one-thread stream at 10-50% of rows
+// with T0 against 61-66% with T1 (GatherShare, ops/avx2/NOTES.md, stop 34);
+// on Zen 3 the two were within noise (stop 22).
+
 // PF prefetches the line at off in the row whose address is at slot(SP).
 #define PF(slot, off) \
 	MOVQ       slot(SP), DI \
-	PREFETCHT1 (DI)(off*1)
+	PREFETCHT0 (DI)(off*1)
 
 // PF2 covers a 72-byte step (one prefetch would skip every ninth line),
 // loading the address into r.
 #define PF2(slot, off, r) \
 	MOVQ       slot(SP), r   \
-	PREFETCHT1 (r)(off*1)    \
-	PREFETCHT1 64(r)(off*1)
+	PREFETCHT0 (r)(off*1)    \
+	PREFETCHT0 64(r)(off*1)
 
 // PF3 is PF2 reaching a line further, so that each line is asked for
 // about three times rather than twice as the steps pass it: decode gained
 // 2-6% (ops/avx2/NOTES.md), as if some prefetches were dropped.
 #define PF3(slot, off, r) \
 	PF2(slot, off, r)        \
-	PREFETCHT1 128(r)(off*1)
+	PREFETCHT0 128(r)(off*1)
 
 // PF3D is PF3 for a row read downwards: the lines at off-64, off, off+64.
 #define PF3D(slot, off, r) \
 	MOVQ       slot(SP), r   \
-	PREFETCHT1 -64(r)(off*1) \
-	PREFETCHT1 (r)(off*1)    \
-	PREFETCHT1 64(r)(off*1)
+	PREFETCHT0 -64(r)(off*1) \
+	PREFETCHT0 (r)(off*1)    \
+	PREFETCHT0 64(r)(off*1)
 
 // PACKD leaves the f16 scales of the four rows' blocks at CX (rows in AX,
 // DX, R13, R14) in DI, row 0 in the low bits, so that one conversion
