@@ -23,9 +23,12 @@ func standIn(src *Program) *Program {
 			if err != nil {
 				return err
 			}
-			if h.inner.Pos() != r.Pos {
+			// Positions are kept per position, as a device's caches are:
+			// going back (a reset, a truncation) overwrites what follows.
+			if r.Pos > h.inner.Pos() {
 				return fmt.Errorf("stand-in at position %d, asked for %d", h.inner.Pos(), r.Pos)
 			}
+			h.inner.Truncate(r.Pos)
 			logits, err := h.inner.Forward([]int{int(c.In[0].Data[t])}, false)
 			if err != nil {
 				return err
@@ -180,4 +183,37 @@ func TestHeldStateNothingToSave(t *testing.T) {
 	s.pos, s.state[0] = 3, "not held"
 	_, err = s.SaveState(&bytes.Buffer{})
 	require.ErrorContains(t, err, "stand-in: op stand_in: no cache to save after 3 positions")
+}
+
+// A file the stand-in cannot take is refused as the source program refuses
+// it: a mismatch before anything changes, a truncated file with the session
+// emptied; either way the held state is not replaced, and the session goes
+// on from what it holds.
+func TestHeldStateRefusals(t *testing.T) {
+	p, err := build(t, llamaTOML(t))
+	require.NoError(t, err)
+	h := standIn(p)
+	steps := storiesTrace(t)
+	file := savedAfter(t, p, ops.F32, steps, 20)
+
+	s := h.NewSession(64, nil)
+	require.NoError(t, s.SetKVType(ops.F16))
+	forwardTrace(t, s, steps, 0, 3, 0.02)
+	before := s.state[0]
+	_, _, err = s.LoadState(bytes.NewReader(file))
+	var mm *StateMismatchError
+	require.ErrorAs(t, err, &mm)
+	require.Equal(t, "kv type", mm.Field)
+	require.Equal(t, 3, s.Pos())
+	require.Same(t, before, s.state[0])
+	forwardTrace(t, s, steps, 3, 6, 0.02)
+
+	s = h.NewSession(64, nil)
+	forwardTrace(t, s, steps, 0, 3, 1e-3)
+	before = s.state[0]
+	_, _, err = s.LoadState(bytes.NewReader(file[:len(file)-100]))
+	require.ErrorContains(t, err, "truncated")
+	require.Zero(t, s.Pos())
+	require.Same(t, before, s.state[0])
+	forwardTrace(t, s, steps, 0, 5, 1e-3)
 }

@@ -277,3 +277,20 @@ func TestResidentPlacesExperts(t *testing.T) {
 	require.NotContains(t, r.Dense, n.W[0].M)
 	require.Len(t, r.Dense, 4, "q, k, v and output of block 1")
 }
+
+// llama.cpp's -ngl split of a mixture of experts: whole blocks from the
+// last down, each with its experts (blk.N.exps), which no neuron layer
+// stands for, then the output once every block is on the GPU.
+func TestSplitTakesExperts(t *testing.T) {
+	m := &placement.Model{Parts: []placement.Part{
+		{Name: "blk.0.attn", Layer: 0, Bytes: 10}, {Name: "blk.0.exps", Layer: 0, Bytes: 40},
+		{Name: "blk.1.attn", Layer: 1, Bytes: 10}, {Name: "blk.1.exps", Layer: 1, Bytes: 40},
+		{Name: "output", Layer: -1, Bytes: 5},
+	}}
+	p := Split(m, 99)
+	require.Equal(t, []string{"blk.1.attn", "blk.1.exps"}, p.Dense)
+	require.Equal(t, uint64(50), p.Used)
+	require.Empty(t, p.Layers)
+	p = Split(m, 105)
+	require.Equal(t, []string{"blk.1.attn", "blk.1.exps", "blk.0.attn", "blk.0.exps", "output"}, p.Dense)
+}
