@@ -23,8 +23,9 @@ import (
 var blkName = regexp.MustCompile(`^blk\.(\d+)\.(.*)$`)
 
 // part names the placement part a matrix read by ops.MatMul belongs to, as
-// placement.FromGGUF groups tensors; "" for a layer's FFN, which placement
-// splits by neuron.
+// placement.FromGGUF groups tensors: a layer's FFN matrices read by matmul
+// nodes (a model without sparse FFNs) are its blk.N.ffn part; a sparse
+// op's are placed by neuron and never asked for here.
 func part(op, name string) string {
 	if op == "output" {
 		return "output" // output.weight, or token_embd.weight when tied
@@ -42,7 +43,7 @@ func part(op, name string) string {
 	case strings.HasPrefix(rest, "fc1.") || strings.HasPrefix(rest, "fc2."):
 		return "blk." + m[1] + ".pred"
 	case strings.HasPrefix(rest, "ffn_") && !strings.HasPrefix(rest, "ffn_norm"):
-		return ""
+		return "blk." + m[1] + ".ffn"
 	}
 	return "blk." + m[1] + ".rest"
 }

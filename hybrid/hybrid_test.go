@@ -1,6 +1,7 @@
 package hybrid
 
 import (
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -293,4 +294,52 @@ func TestSplitTakesExperts(t *testing.T) {
 	require.Empty(t, p.Layers)
 	p = Split(m, 105)
 	require.Equal(t, []string{"blk.1.attn", "blk.1.exps", "blk.0.attn", "blk.0.exps", "output"}, p.Dense)
+}
+
+// A model without sparse FFNs (stories260K: SiLU, its FFN three matmuls a
+// block) is planned without a profile: its FFNs are blk.N.ffn parts, which
+// Resident maps to those matmuls' matrices.
+func TestPlanDenseModel(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "stories.gguf")
+	in, err := os.ReadFile(filepath.Join(sharedModels(t), "stories260K", "stories260K.gguf"))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(path, in, 0o644))
+	m, err := engine.Load(path, "")
+	require.NoError(t, err)
+	defer m.Close()
+	require.Empty(t, m.Prog.Layers)
+	plan, err := Plan(m, Options{Budget: uint64(len(in)) / 2, Reset: true})
+	require.NoError(t, err)
+	require.Empty(t, plan.Layers)
+	require.NotEmpty(t, plan.Dense)
+	require.LessOrEqual(t, plan.Used, uint64(len(in))/2)
+
+	r, err := Resident(m.Prog, &placement.Plan{Dense: []string{"blk.4.ffn"}})
+	require.NoError(t, err)
+	var want []*ops.Matrix
+	for _, n := range m.Prog.Nodes {
+		if n.Op.Name == "matmul" && strings.HasPrefix(n.W[0].Name, "blk.4.ffn_") {
+			want = append(want, n.W[0].M)
+		}
+	}
+	require.Len(t, want, 3)
+	require.Len(t, r.Dense, 3)
+	for i := range want {
+		require.Same(t, want[i], r.Dense[i])
+	}
+}
+
+// llama.cpp's split of a dense model: the last blocks whole (attention and
+// the FFN's matmuls), then the output.
+func TestSplitPlanDenseModel(t *testing.T) {
+	m, err := engine.Load(filepath.Join(sharedModels(t), "stories260K", "stories260K.gguf"), "")
+	require.NoError(t, err)
+	defer m.Close()
+	block := func(i int) uint64 {
+		return tensorBytes(m, func(s string) bool { return strings.HasPrefix(s, fmt.Sprintf("blk.%d.", i)) })
+	}
+	p, err := SplitPlan(m, block(4)+block(3)+block(2)-1)
+	require.NoError(t, err)
+	require.Equal(t, block(4)+block(3), p.Used)
+	require.ElementsMatch(t, []string{"blk.4.attn", "blk.4.ffn", "blk.4.rest", "blk.3.attn", "blk.3.ffn", "blk.3.rest"}, p.Dense)
 }

@@ -39,9 +39,6 @@ func Plan(m *engine.Model, o Options) (*placement.Plan, error) {
 			fmt.Fprintf(o.Log, format+"\n", a...)
 		}
 	}
-	if len(m.Prog.Layers) == 0 {
-		return nil, fmt.Errorf("%s: the model has no sparse FFN layers; the hybrid GPU path needs a ReLU-sparse model", m.Path)
-	}
 	if o.Budget == 0 {
 		plan := &placement.Plan{}
 		for _, l := range neuronLayers(m.Prog) {
@@ -64,6 +61,9 @@ func Plan(m *engine.Model, o Options) (*placement.Plan, error) {
 	var st *predictors.Stats
 	var err error
 	switch {
+	case len(m.Prog.Layers) == 0:
+		// No sparse FFN: no neuron to rank, the FFNs are dense parts.
+		st = &predictors.Stats{Model: m.Path}
 	case o.Profile != nil:
 		st = o.Profile
 	case o.Stats != "":
@@ -215,11 +215,9 @@ func cmpErr(first, err error) error {
 	return first
 }
 
-// SplitPlan is Split for a loaded model.
+// SplitPlan is Split for a loaded model: every neuron of a sparse FFN
+// placed, or a dense model's FFNs as their blocks' parts.
 func SplitPlan(m *engine.Model, budget uint64) (*placement.Plan, error) {
-	if len(m.Prog.Layers) == 0 {
-		return nil, fmt.Errorf("%s: the model has no sparse FFN layers; the split mode runs them on the GPU", m.Path)
-	}
 	pm, err := placement.FromGGUF(m.File, uniform(m, 1))
 	if err != nil {
 		return nil, err

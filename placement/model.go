@@ -70,6 +70,9 @@ var blkName = regexp.MustCompile(`^blk\.(\d+)\.(.*)$`)
 //     when the file has no output.weight (tied embeddings);
 //   - embd for the remaining global tensors (token and position
 //     embeddings), of which a token reads one row;
+//   - blk.N.ffn for a layer's FFN when the profile has no layers at all
+//     (a model without sparse FFNs, read whole by every token, as its
+//     matmul nodes do);
 //   - blk.N.exps for a mixture of experts' router and expert stacks
 //     (ffn_gate_inp, ffn_{gate,up,down}_exps), read at the share of the
 //     experts a token uses; its predictors (ffn_fc1_exps, ffn_fc2_exps)
@@ -105,8 +108,8 @@ func FromGGUF(f *gguf.File, st *predictors.Stats) (*Model, error) {
 		rates[ls.Layer] = ls.Frequency
 	}
 	type acc struct {
-		attn, pred, rest, ffn, exps uint64
-		hasFFN                      bool
+		attn, pred, rest, ffn, exps, dense uint64
+		hasFFN                             bool
 	}
 	// Each block's neuron count, from the matrices whose rows are neurons
 	// (ffn_gate, ffn_up {n_embd, n_ff}): a profile of another width is for
@@ -169,6 +172,8 @@ func FromGGUF(f *gguf.File, st *predictors.Stats) (*Model, error) {
 				a.attn += t.Size
 			case strings.HasPrefix(rest, "fc1.") || strings.HasPrefix(rest, "fc2."):
 				a.pred += t.Size
+			case strings.HasPrefix(rest, "ffn_") && !strings.HasPrefix(rest, "ffn_norm") && len(st.Layers) == 0:
+				a.dense += t.Size
 			case strings.HasPrefix(rest, "ffn_") && !strings.HasPrefix(rest, "ffn_norm"):
 				r, ok := rates[n]
 				if !ok {
@@ -221,6 +226,9 @@ func FromGGUF(f *gguf.File, st *predictors.Stats) (*Model, error) {
 		if a.exps > 0 {
 			m.Parts = append(m.Parts, Part{Name: name + "exps", Layer: n, Bytes: a.exps, Read: float64(a.exps) * usedShare})
 		}
+		if a.dense > 0 {
+			m.Parts = append(m.Parts, Part{Name: name + "ffn", Layer: n, Bytes: a.dense, Read: float64(a.dense)})
+		}
 		if a.hasFFN {
 			r := rates[n]
 			m.Layers = append(m.Layers, Layer{Index: n, Rates: r, NeuronBytes: (a.ffn + uint64(len(r)) - 1) / uint64(len(r))})
@@ -236,7 +244,7 @@ func FromGGUF(f *gguf.File, st *predictors.Stats) (*Model, error) {
 			return nil, fmt.Errorf("%s: the profile has layer %d, which has no FFN tensors in the model", f.Path, n)
 		}
 	}
-	if len(m.Layers) == 0 && len(moe) == 0 {
+	if len(m.Layers) == 0 && len(moe) == 0 && len(st.Layers) > 0 {
 		return nil, fmt.Errorf("%s: no blk.N.ffn_* tensors match the profile's layers", f.Path)
 	}
 	return m, nil

@@ -1,6 +1,7 @@
 package placement
 
 import (
+	"fmt"
 	"io"
 	"path/filepath"
 	"reflect"
@@ -9,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/pinfer/pinfer/gguf"
+	"github.com/pinfer/pinfer/internal/fixtures"
 	"github.com/pinfer/pinfer/ops"
 	"github.com/pinfer/pinfer/predictors"
 )
@@ -223,5 +225,45 @@ func TestFromGGUFPlacesExpertsWhole(t *testing.T) {
 	_, err = FromGGUF(g, st)
 	if err == nil || !strings.Contains(err.Error(), dense) || !strings.Contains(err.Error(), "expert 1") {
 		t.Errorf("a profile of experts for a layer without them: %v", err)
+	}
+}
+
+// A model without sparse FFNs (a profile without layers, which only the
+// hybrid planner makes: ReadStats refuses one) has each block's FFN as a
+// dense part, blk.N.ffn, read whole by every token, as its matmuls do:
+// stories260K's five blocks, gate, up and down each.
+func TestFromGGUFDenseFFNs(t *testing.T) {
+	f, err := gguf.Open(fixtures.Path(t, "stories260K", "stories260K.gguf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	m, err := FromGGUF(f, &predictors.Stats{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m.Layers) != 0 {
+		t.Errorf("%d neuron layers, want none", len(m.Layers))
+	}
+	ffn := 0
+	for _, p := range m.Parts {
+		if !strings.HasSuffix(p.Name, ".ffn") {
+			continue
+		}
+		ffn++
+		var want uint64
+		for _, w := range []string{"gate", "up", "down"} {
+			ti, ok := f.Tensor(fmt.Sprintf("blk.%d.ffn_%s.weight", p.Layer, w))
+			if !ok {
+				t.Fatalf("blk.%d.ffn_%s.weight missing", p.Layer, w)
+			}
+			want += ti.Size
+		}
+		if p.Bytes != want || p.Read != float64(want) {
+			t.Errorf("%s: %d bytes, read %v a token; want %d, all of them", p.Name, p.Bytes, p.Read, want)
+		}
+	}
+	if ffn != 5 {
+		t.Errorf("%d blk.N.ffn parts, want 5", ffn)
 	}
 }

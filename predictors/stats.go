@@ -66,6 +66,11 @@ func ReadStats(path string) (*Stats, error) {
 	if err := json.Unmarshal(b, &s); err != nil {
 		return nil, fmt.Errorf("%s: %v", path, err)
 	}
+	if len(s.Layers) == 0 {
+		// placement reads a profile without layers as a model without
+		// sparse FFNs, whose FFNs it places whole.
+		return nil, fmt.Errorf("%s: layers: none; a profile has the activation rates of at least one FFN (pinfer profile)", path)
+	}
 	unnumbered := true
 	for i, l := range s.Layers {
 		s.Layers[i].entry = i + 1

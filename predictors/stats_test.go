@@ -60,6 +60,8 @@ func TestStatsRefused(t *testing.T) {
 		`{"layers": [{"layer": 1, "frequency": [-0.25]}]}`:                                 "layers[0].frequency[0]: -0.25",
 		`{"layers": [{"layer": -2, "frequency": [0]}]}`:                                    "layers[0]: layer -2 expert 0, want numbers >= 0",
 		`{"layers": [{"layer": 3, "frequency": [0]}`:                                       "unexpected end of JSON input",
+		`{"tokens": 5, "layers": []}`:                                                      "layers: none",
+		`{}`:                                                                               "layers: none",
 	} {
 		require.NoError(t, os.WriteFile(path, []byte(body), 0o644))
 		_, err := ReadStats(path)

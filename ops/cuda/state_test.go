@@ -4,6 +4,9 @@ package cuda_test
 
 import (
 	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/pinfer/pinfer/engine"
@@ -11,6 +14,7 @@ import (
 	"github.com/pinfer/pinfer/hybrid"
 	"github.com/pinfer/pinfer/internal/fixtures"
 	"github.com/pinfer/pinfer/ops"
+	"github.com/pinfer/pinfer/ops/cuda"
 	"github.com/stretchr/testify/require"
 )
 
@@ -74,4 +78,37 @@ func TestDeviceStateCrossesToCPU(t *testing.T) {
 			run(d, 20, 40, "device from the CPU's state")
 		})
 	}
+}
+
+// A model without sparse FFNs under a budget of half its size: the planner
+// needs no profile, puts whole blocks' attention and FFN matmuls on the
+// GPU, and stories260K still gives llama.cpp's top-5 logits step by step.
+func TestHybridDenseModel(t *testing.T) {
+	steps := fixtures.StoriesTrace(t, 60)
+	src := fixtures.Path(t, "stories260K", "stories260K.gguf")
+	path := filepath.Join(t.TempDir(), "stories.gguf") // the index is cached beside it
+	copyFile(t, src, path)
+	m, err := engine.Load(path, "")
+	require.NoError(t, err)
+	defer m.Close()
+	plan, err := hybrid.Plan(m, hybrid.Options{Budget: fileSize(t, path) / 2, Reset: true, Log: os.Stderr})
+	require.NoError(t, err)
+	ffn := 0
+	for _, d := range plan.Dense {
+		if strings.HasSuffix(d, ".ffn") {
+			ffn++
+		}
+	}
+	require.Positive(t, ffn, "some FFNs on the GPU: %v", plan.Dense)
+	r := onGPU(t, m, plan)
+	require.NotEmpty(t, r.Dense)
+	sess := m.NewSession(64, nil)
+	for i, st := range steps[:60] {
+		logits, err := sess.Forward([]int{st.InputToken}, false)
+		require.NoError(t, err)
+		for k, ref := range st.Top5 {
+			require.InDelta(t, ref[1], logits.Data[int(ref[0])], 1e-3, "step %d rank %d", i, k)
+		}
+	}
+	require.NoError(t, ops.Device.(*cuda.Backend).Err())
 }
