@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"io"
 	"math"
 	"path/filepath"
 	"testing"
@@ -25,21 +24,12 @@ func withKV(t *testing.T, kv map[string]any) string {
 // writeWithKV writes src to path with kv's values in place of its own, in
 // src's order, and kv's other keys after them.
 func writeWithKV(src *gguf.File, path string, kv map[string]any) error {
-	w := gguf.NewWriter()
-	for _, x := range src.KVs {
-		if err := w.Set(x.Key, x.Value); err != nil {
-			return err
-		}
+	w, err := gguf.CopyOf(src)
+	if err != nil {
+		return err
 	}
 	for k, v := range kv {
 		if err := w.Set(k, v); err != nil {
-			return err
-		}
-	}
-	for i := range src.Tensors {
-		ti := &src.Tensors[i]
-		data := src.Data(ti)
-		if err := w.AddTensor(ti.Name, ti.Type, ti.Dims, func(o io.Writer) error { _, err := o.Write(data); return err }); err != nil {
 			return err
 		}
 	}

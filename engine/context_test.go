@@ -114,15 +114,8 @@ func TestStrayTensorRefused(t *testing.T) {
 	f, err := gguf.Open(fixtures.Path(t, "stories260K", "stories260K.gguf"))
 	require.NoError(t, err)
 	defer f.Close()
-	w := gguf.NewWriter()
-	for _, x := range f.KVs {
-		require.NoError(t, w.Set(x.Key, x.Value))
-	}
-	for i := range f.Tensors {
-		ti := &f.Tensors[i]
-		data := f.Data(ti)
-		require.NoError(t, w.AddTensor(ti.Name, ti.Type, ti.Dims, func(o io.Writer) error { _, err := o.Write(data); return err }))
-	}
+	w, err := gguf.CopyOf(f)
+	require.NoError(t, err)
 	q, _ := f.Tensor("blk.0.attn_q.weight")
 	bias := make([]byte, 4*q.Dims[1])
 	require.NoError(t, w.AddTensor("blk.0.attn_q.bias", ops.F32, []uint64{q.Dims[1]}, func(o io.Writer) error { _, err := o.Write(bias); return err }))

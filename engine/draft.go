@@ -77,7 +77,7 @@ type Drafter interface {
 // few. It keeps nothing between calls.
 type Lookup struct{}
 
-// Propose is draft over text.
+// Propose is lookupIn over text.
 func (Lookup) Propose(text []int, k int) ([]int, error) { return lookupIn(text, k), nil }
 
 // Propose drafts up to k tokens to follow text, the tokens the model's

@@ -319,9 +319,13 @@ func drafter(opt Options, res *Result, sess *graph.Session) (int, func(id, k int
 	case opt.Lookup > 0 && opt.Draft != nil:
 		return 0, nil, errors.New("prompt lookup and a draft model each draft the tokens: use one of them")
 	case opt.Lookup > 0:
-		return opt.Lookup, func(_, k int) ([]int, error) { return draft(res.PromptTokens, res.Tokens, k), nil }, nil
-	case opt.Draft != nil:
 		var text []int // reused from token to token
+		return opt.Lookup, func(_, k int) ([]int, error) {
+			text = append(append(text[:0], res.PromptTokens...), res.Tokens...)
+			return lookupIn(text, k), nil
+		}, nil
+	case opt.Draft != nil:
+		var text []int
 		return cmp.Or(opt.DraftMax, DefaultDraftMax), func(id, k int) ([]int, error) {
 			text = append(append(text[:0], sess.Tokens()...), id)
 			return opt.Draft.Propose(text, k)
@@ -330,23 +334,15 @@ func drafter(opt Options, res *Result, sess *graph.Session) (int, func(id, k int
 	return 0, nil, nil
 }
 
-// draft looks for the text's last lookupNgram tokens earlier in it, then
-// for fewer, down to lookupMin: a single token's last occurrence says
+// lookupIn looks for the text's last lookupNgram tokens earlier in it,
+// then for fewer, down to lookupMin: a single token's last occurrence says
 // little of what follows it.
 const lookupNgram, lookupMin = 3, 2
 
-// draft proposes up to k tokens to follow the text (prompt, then out): the
-// tokens after the latest earlier occurrence of its last lookupNgram
-// tokens, or failing that of two. Repetitive text (code, lists, a
-// document quoted back) drafts far; other text little or nothing.
-func draft(prompt, out []int, k int) []int {
-	if k <= 0 {
-		return nil
-	}
-	return lookupIn(append(append(make([]int, 0, len(prompt)+len(out)), prompt...), out...), k)
-}
-
-// lookupIn is draft over one text.
+// lookupIn proposes up to k tokens to follow text: the tokens after the
+// latest earlier occurrence of its last lookupNgram tokens, or failing
+// that of two. Repetitive text (code, lists, a document quoted back)
+// drafts far; other text little or nothing.
 func lookupIn(text []int, k int) []int {
 	if k <= 0 {
 		return nil

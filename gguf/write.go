@@ -36,6 +36,28 @@ func NewWriter() *Writer {
 	return &Writer{Magic: "GGUF", kvIdx: map[string]int{}, tensIdx: map[string]bool{}}
 }
 
+// CopyOf returns a writer holding src's magic, metadata and tensors (their
+// data read from src when written, so src must stay open until then), to
+// change before writing: Set replaces a key's value in place, AddTensor
+// adds tensors after src's.
+func CopyOf(src *File) (*Writer, error) {
+	w := NewWriter()
+	w.Magic = src.Magic
+	for _, kv := range src.KVs {
+		if err := w.Set(kv.Key, kv.Value); err != nil {
+			return nil, fmt.Errorf("%s: %v", src.Path, err)
+		}
+	}
+	for i := range src.Tensors {
+		t := &src.Tensors[i]
+		data := src.Data(t)
+		if err := w.AddTensor(t.Name, t.Type, t.Dims, func(o io.Writer) error { _, err := o.Write(data); return err }); err != nil {
+			return nil, fmt.Errorf("%s: %v", src.Path, err)
+		}
+	}
+	return w, nil
+}
+
 func (w *Writer) init() {
 	if w.kvIdx == nil {
 		w.kvIdx, w.tensIdx = map[string]int{}, map[string]bool{}

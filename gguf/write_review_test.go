@@ -1,12 +1,15 @@
 package gguf
 
 import (
+	"bytes"
 	"errors"
 	"io"
 	"os"
 	"path/filepath"
+	"reflect"
 	"testing"
 
+	"github.com/pinfer/pinfer/internal/fixtures"
 	"github.com/pinfer/pinfer/ops"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -81,4 +84,55 @@ func TestWriteFileToDirectory(t *testing.T) {
 	assert.Contains(t, err.Error(), "directory")
 	assert.False(t, called, "the tensors were produced for nothing")
 	assert.Equal(t, map[string]string{"out": ""}, listDir(t, parent))
+}
+
+// A copy with one key replaced keeps the magic, every other key in its
+// place and every tensor's bytes; an added tensor follows the source's.
+func TestCopyOf(t *testing.T) {
+	src, err := Open(fixtures.Path(t, "stories260K", "stories260K.gguf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	w, err := CopyOf(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Set("llama.block_count", uint32(7)); err != nil {
+		t.Fatal(err)
+	}
+	extra := []byte{1, 2, 3, 4}
+	if err := w.AddTensor("extra", ops.F32, []uint64{1}, func(o io.Writer) error { _, err := o.Write(extra); return err }); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "copy.gguf")
+	if err := w.WriteFile(path, nil); err != nil {
+		t.Fatal(err)
+	}
+	got, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer got.Close()
+	if got.Magic != src.Magic || len(got.KVs) != len(src.KVs) || len(got.Tensors) != len(src.Tensors)+1 {
+		t.Fatalf("copy: magic %q, %d keys, %d tensors; source %q, %d, %d", got.Magic, len(got.KVs), len(got.Tensors), src.Magic, len(src.KVs), len(src.Tensors))
+	}
+	for i, kv := range src.KVs {
+		want := kv.Value
+		if kv.Key == "llama.block_count" {
+			want, _ = toValue(uint32(7))
+		}
+		if got.KVs[i].Key != kv.Key || !reflect.DeepEqual(got.KVs[i].Value, want) {
+			t.Errorf("key %d: %s = %v, want %s = %v", i, got.KVs[i].Key, got.KVs[i].Value, kv.Key, want)
+		}
+	}
+	for i := range src.Tensors {
+		a, b := &src.Tensors[i], &got.Tensors[i]
+		if a.Name != b.Name || !bytes.Equal(src.Data(a), got.Data(b)) {
+			t.Errorf("tensor %d: %s differs from %s", i, b.Name, a.Name)
+		}
+	}
+	if last := &got.Tensors[len(got.Tensors)-1]; last.Name != "extra" || !bytes.Equal(got.Data(last), extra) {
+		t.Errorf("the added tensor is %s", last.Name)
+	}
 }

@@ -9,7 +9,6 @@ package hybrid
 import (
 	"fmt"
 	"maps"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -20,32 +19,14 @@ import (
 	"github.com/pinfer/pinfer/placement"
 )
 
-var blkName = regexp.MustCompile(`^blk\.(\d+)\.(.*)$`)
-
-// part names the placement part a matrix read by ops.MatMul belongs to, as
-// placement.FromGGUF groups tensors: a layer's FFN matrices read by matmul
-// nodes (a model without sparse FFNs) are its blk.N.ffn part; a sparse
-// op's are placed by neuron and never asked for here.
+// part names the placement part a matrix read by ops.MatMul belongs to:
+// output for the output node (output.weight, or token_embd.weight when
+// tied), else as placement.FromGGUF groups its tensor.
 func part(op, name string) string {
 	if op == "output" {
-		return "output" // output.weight, or token_embd.weight when tied
+		return "output"
 	}
-	m := blkName.FindStringSubmatch(name)
-	if m == nil {
-		if name == "output.weight" {
-			return "output"
-		}
-		return "embd"
-	}
-	switch rest := m[2]; {
-	case strings.HasPrefix(rest, "attn_"):
-		return "blk." + m[1] + ".attn"
-	case strings.HasPrefix(rest, "fc1.") || strings.HasPrefix(rest, "fc2."):
-		return "blk." + m[1] + ".pred"
-	case strings.HasPrefix(rest, "ffn_") && !strings.HasPrefix(rest, "ffn_norm"):
-		return "blk." + m[1] + ".ffn"
-	}
-	return "blk." + m[1] + ".rest"
+	return placement.MatMulPart(name)
 }
 
 // Resident maps plan onto p's matrices: the dense parts it names, for the
@@ -78,7 +59,7 @@ func Resident(p *graph.Program, plan *placement.Plan) (*cuda.Residency, error) {
 			}
 		case n.Op.Name == "moe":
 			router := n.W[0]
-			if m := blkName.FindStringSubmatch(router.Name); m == nil || !onGPU["blk."+m[1]+".exps"] {
+			if !onGPU[part(n.Op.Name, router.Name)] { // its block's exps
 				continue
 			}
 			dense(router.M)
@@ -140,18 +121,15 @@ func Split(m *placement.Model, budget uint64) *placement.Plan {
 	// Every block, whether its FFN is placed by neuron or (a mixture of
 	// experts) as a part.
 	neurons := map[int]placement.Layer{}
+	blocks := map[int]bool{}
 	for _, l := range m.Layers {
-		neurons[l.Index] = l
+		neurons[l.Index], blocks[l.Index] = l, true
 	}
-	blocks := slices.Sorted(maps.Keys(parts))
-	for i := range neurons {
-		if _, ok := parts[i]; !ok {
-			blocks = append(blocks, i)
-		}
+	for i := range parts {
+		blocks[i] = true
 	}
-	slices.Sort(blocks)
 	all := true
-	for _, i := range slices.Backward(blocks) {
+	for _, i := range slices.Backward(slices.Sorted(maps.Keys(blocks))) {
 		l, sparse := neurons[i]
 		bytes := l.NeuronBytes * uint64(len(l.Rates))
 		for _, pt := range parts[i] {

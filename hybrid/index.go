@@ -61,8 +61,9 @@ func Plan(m *engine.Model, o Options) (*placement.Plan, error) {
 	var st *predictors.Stats
 	var err error
 	switch {
-	case len(m.Prog.Layers) == 0:
-		// No sparse FFN: no neuron to rank, the FFNs are dense parts.
+	case len(neuronLayers(m.Prog)) == 0:
+		// No FFN placed by neuron (none is sparse, or each is a mixture of
+		// experts, placed whole): nothing for a profile to rank.
 		st = &predictors.Stats{Model: m.Path}
 	case o.Profile != nil:
 		st = o.Profile

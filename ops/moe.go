@@ -155,49 +155,56 @@ func moe(c *Ctx) error {
 	clear(c.Out.Data)
 	// Each expert runs once over all the tokens routed to it, so a prefill
 	// streams its weights once, as a dense FFN would. With a predictor, an
-	// expert runs its chosen neurons on the CPU, unless the device holds it:
-	// there it runs whole.
+	// expert runs its chosen neurons on the CPU, unless the device holds it
+	// (the device's MatMul of its gate tells): there it runs whole.
+	var h, y []float32 // moeSparse's rows, made once a call
 	for e, toks := range byExpert {
 		n := len(toks)
 		if n == 0 {
 			continue
 		}
 		ge, ue, de := ExpertRows(gate, e, ff), ExpertRows(up, e, ff), ExpertRows(down, e, d)
-		xs := make([]float32, n*d)
-		for i, r := range toks {
-			copy(xs[i*d:(i+1)*d], x.Row(r.t))
+		var xs, g []float32
+		onDevice := false
+		if c.Predict == nil || Device != nil {
+			xs, g = make([]float32, n*d), make([]float32, n*ff)
+			for i, r := range toks {
+				copy(xs[i*d:(i+1)*d], x.Row(r.t))
+			}
+			onDevice = Device != nil && Device.MatMul(g, ge, xs, n)
 		}
-		g, u := make([]float32, n*ff), make([]float32, n*ff)
-		onDevice := Device != nil && Device.MatMul(g, ge, xs, n)
 		if c.Predict != nil && !onDevice {
-			moeSparse(c, e, toks, ge, ue, de)
+			if h == nil {
+				h, y = make([]float32, ff), make([]float32, d)
+			}
+			moeSparse(c, e, toks, ge, ue, de, h, y)
 			continue
 		}
 		if !onDevice {
 			MatMul(c.Pool, g, ge, xs, n)
 		}
+		u := make([]float32, n*ff)
 		MatMul(c.Pool, u, ue, xs, n)
 		act(g)
 		for i := range g {
 			g[i] *= u[i]
 		}
-		y := xs // same size, no longer needed
-		MatMul(c.Pool, y, de, g, n)
+		ys := xs // same size, no longer needed
+		MatMul(c.Pool, ys, de, g, n)
 		for i, r := range toks {
-			Axpy(c.Out.Row(r.t), r.w, y[i*d:(i+1)*d])
+			Axpy(c.Out.Row(r.t), r.w, ys[i*d:(i+1)*d])
 		}
 	}
 	return nil
 }
 
 // moeSparse runs expert e (its gate, up and down matrices) on each of its
-// tokens over the neurons the predictor chose. Expert down matrices are
-// stored output-major ({n_ff, n_embd} per expert), so the down projection
-// dots each output row with the sparse activation vector.
-func moeSparse(c *Ctx, e int, toks []routed, g, u, dn *Matrix) {
+// tokens over the neurons the predictor chose, h and y its scratch rows
+// (n_ff and n_embd). Expert down matrices are stored output-major
+// ({n_ff, n_embd} per expert), so the down projection dots each output row
+// with the sparse activation vector.
+func moeSparse(c *Ctx, e int, toks []routed, g, u, dn *Matrix, h, y []float32) {
 	act := c.A.Str("act")
-	h := make([]float32, g.Rows)
-	y := make([]float32, dn.Rows)
 	for _, r := range toks {
 		x := c.In[0].Row(r.t)
 		clear(h)

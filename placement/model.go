@@ -163,18 +163,18 @@ func FromGGUF(f *gguf.File, st *predictors.Stats) (*Model, error) {
 				layers[n] = a
 			}
 			rest := sm[2]
-			switch {
-			case moe[n] && (strings.HasPrefix(rest, "ffn_fc1_exps.") || strings.HasPrefix(rest, "ffn_fc2_exps.")):
+			switch kind := blockPart(rest); {
+			case kind == "exps" && (strings.HasPrefix(rest, "ffn_fc1_exps.") || strings.HasPrefix(rest, "ffn_fc2_exps.")):
 				m.CPU += t.Size
-			case moe[n] && isExperts(rest):
+			case kind == "exps":
 				a.exps += t.Size
-			case strings.HasPrefix(rest, "attn_"):
+			case kind == "attn":
 				a.attn += t.Size
-			case strings.HasPrefix(rest, "fc1.") || strings.HasPrefix(rest, "fc2."):
+			case kind == "pred":
 				a.pred += t.Size
-			case strings.HasPrefix(rest, "ffn_") && !strings.HasPrefix(rest, "ffn_norm") && len(st.Layers) == 0:
+			case kind == "ffn" && len(st.Layers) == 0:
 				a.dense += t.Size
-			case strings.HasPrefix(rest, "ffn_") && !strings.HasPrefix(rest, "ffn_norm"):
+			case kind == "ffn":
 				r, ok := rates[n]
 				if !ok {
 					return nil, fmt.Errorf("%s: tensor %s: the profile has no layer %d", f.Path, t.Name, n)
@@ -254,6 +254,38 @@ func FromGGUF(f *gguf.File, st *predictors.Stats) (*Model, error) {
 // mixture of experts' router or expert stack.
 func isExperts(rest string) bool {
 	return strings.HasPrefix(rest, "ffn_gate_inp.") || strings.Contains(rest, "_exps.")
+}
+
+// blockPart is the kind of a block's tensor (its name after blk.N.): exps
+// (a mixture's router and experts), attn, pred (PowerInfer's predictor),
+// ffn (the FFN's, its norm aside) or rest.
+func blockPart(rest string) string {
+	switch {
+	case isExperts(rest):
+		return "exps"
+	case strings.HasPrefix(rest, "attn_"):
+		return "attn"
+	case strings.HasPrefix(rest, "fc1.") || strings.HasPrefix(rest, "fc2."):
+		return "pred"
+	case strings.HasPrefix(rest, "ffn_") && !strings.HasPrefix(rest, "ffn_norm"):
+		return "ffn"
+	}
+	return "rest"
+}
+
+// MatMulPart names the part that holds a matrix a matmul reads whole, as
+// FromGGUF groups its tensor: blk.N. and its blockPart inside the blocks
+// (blk.N.ffn: a dense model's FFN), output for output.weight, embd for the
+// other global tensors.
+func MatMulPart(name string) string {
+	sm := blkName.FindStringSubmatch(name)
+	if sm == nil {
+		if name == "output.weight" {
+			return "output"
+		}
+		return "embd"
+	}
+	return "blk." + sm[1] + "." + blockPart(sm[2])
 }
 
 func hasDim(t *gguf.TensorInfo, n int) bool {

@@ -24,16 +24,8 @@ import (
 // the 1s), as its .gpuidx files hold them; it returns their bytes by name.
 func withGPUIndex(t *testing.T, src, dst string, nLayer, nFF int) map[string][]byte {
 	f := open(t, src)
-	w := gguf.NewWriter()
-	w.Magic = f.Magic
-	for _, kv := range f.KVs {
-		require.NoError(t, w.Set(kv.Key, kv.Value))
-	}
-	for i := range f.Tensors {
-		ti := &f.Tensors[i]
-		data := f.Data(ti)
-		require.NoError(t, w.AddTensor(ti.Name, ti.Type, ti.Dims, func(out io.Writer) error { _, err := out.Write(data); return err }))
-	}
+	w, err := gguf.CopyOf(f)
+	require.NoError(t, err)
 	ints := map[string][]byte{}
 	for l := range nLayer {
 		var idx, bucket []byte

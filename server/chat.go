@@ -32,9 +32,12 @@ type Chat struct {
 	bos, eos string
 	Builtin  bool   // the file has no template: DefaultChatTemplate is used
 	Source   string // the template's text
-	// hermes: the template writes tool calls in the Hermes format
-	// (<tool_call> blocks), which the tools' grammar and parser follow.
-	hermes bool
+	// What the template's text says of tools, read once: hermes, it writes
+	// calls in the Hermes format (<tool_call> blocks), which the tools'
+	// grammar and parser follow; nativeCalls, it renders a message's
+	// tool_calls (PromptTools); listsTools, it mentions the tools at all
+	// (toolPrompt's note).
+	hermes, nativeCalls, listsTools bool
 }
 
 // NewChat reads the model's tokenizer.chat_template, or uses the default.
@@ -48,6 +51,7 @@ func NewChat(m *engine.Model, template string) (*Chat, error) {
 		src, c.Builtin = DefaultChatTemplate, true
 	}
 	c.Source, c.hermes = src, !c.Builtin && strings.Contains(src, hermesOpen)
+	c.nativeCalls, c.listsTools = strings.Contains(src, "tool_calls"), strings.Contains(src, "tools")
 	if c.tpl, err = ParseTemplate(src); err != nil {
 		return nil, err
 	}

@@ -704,7 +704,7 @@ func parseToolCalls(raw json.RawMessage, i int) ([]ToolCall, *apiError) {
 // "tool_calls" in its text) gets an assistant message's calls as its
 // content, in the generic format's JSON.
 func (c *Chat) PromptTools(msgs []ChatMessage, tools []any) (string, error) {
-	native := strings.Contains(c.Source, "tool_calls")
+	native := c.nativeCalls
 	list := make([]any, len(msgs))
 	for i, m := range msgs {
 		e := map[string]any{"role": m.Role, "content": m.Content}
@@ -787,7 +787,7 @@ func (s *Server) toolPrompt(msgs []ChatMessage, p *toolPlan) (string, *apiError)
 		return prompt, templateError(err)
 	}
 	if p.active() && !p.hermes {
-		note := p.genericNote(strings.Contains(s.chat.Source, "tools"))
+		note := p.genericNote(s.chat.listsTools)
 		with := withSystem(msgs, note)
 		prompt, err := s.chat.PromptTools(with, p.tools)
 		if errors.As(err, new(*raised)) {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"io"
 	"math"
 	"path/filepath"
 	"strconv"
@@ -157,16 +156,9 @@ func TestEmbedEmptyPartWithoutBOS(t *testing.T) {
 	src, err := gguf.Open(fixtures.Path(t, "stories260K", "stories260K.gguf"))
 	require.NoError(t, err)
 	defer src.Close()
-	w := gguf.NewWriter()
-	for _, kv := range src.KVs {
-		require.NoError(t, w.Set(kv.Key, kv.Value))
-	}
+	w, err := gguf.CopyOf(src)
+	require.NoError(t, err)
 	require.NoError(t, w.Set("tokenizer.ggml.add_bos_token", false))
-	for i := range src.Tensors {
-		ti := &src.Tensors[i]
-		data := src.Data(ti)
-		require.NoError(t, w.AddTensor(ti.Name, ti.Type, ti.Dims, func(o io.Writer) error { _, err := o.Write(data); return err }))
-	}
 	path := filepath.Join(t.TempDir(), "nobos.gguf")
 	require.NoError(t, w.WriteFile(path, nil))
 
